@@ -1,0 +1,14 @@
+//! pullcheck: decide, the way the kubelet would, whether an image can be pulled.
+//!
+//! Data flows one way: [`reference`] → [`credentials`] → [`registry`] → [`platform`] →
+//! [`verdict`] → [`report`]. The [`engine`] runs that pipeline for many images; the CLI,
+//! the init container and the webhook are thin shells over it.
+
+pub mod credentials;
+pub mod engine;
+pub mod manifest;
+pub mod platform;
+pub mod reference;
+pub mod registry;
+pub mod report;
+pub mod verdict;
