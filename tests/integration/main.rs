@@ -1,1 +1,2 @@
 
+mod conformance_platform;
