@@ -1,1 +1,604 @@
-//! (being written)
+//! Image references: parsing and normalisation exactly as the kubelet and containerd do it.
+//!
+//! Pure and synchronous. The rules come from github.com/distribution/reference
+//! (DR @0965666a, parsing identical to v0.6.0: `reference.go`, `normalize.go`,
+//! `helpers.go`, `regexp.go`), go-digest v1.0.0 for digests, and the kubelet's
+//! `pkg/util/parsers/parsers.go` and `pkg/kubelet/images/image_manager.go`.
+//!
+//! [`Reference::parse`] is the entry point everything else should use: it is
+//! `ParseNormalizedNamed`, the function the kubelet calls. The free functions
+//! [`parse_raw`], [`parse_any`], [`with_name`] and [`parse_named`] mirror the other
+//! distribution/reference entry points for conformance testing and diagnostics; their
+//! results may lack a registry.
+
+mod digest;
+pub mod grammar;
+
+use std::fmt;
+
+pub use digest::Digest;
+
+/// Registry used when a reference names none (`defaultDomain`).
+pub const DEFAULT_DOMAIN: &str = "docker.io";
+/// Legacy Docker Hub name that is rewritten to [`DEFAULT_DOMAIN`] (`legacyDefaultDomain`).
+pub const LEGACY_DEFAULT_DOMAIN: &str = "index.docker.io";
+/// Namespace of Docker Hub official images (`officialRepoPrefix`).
+pub const OFFICIAL_REPO_PREFIX: &str = "library/";
+/// Tag used when a reference has neither tag nor digest (`defaultTag`).
+pub const DEFAULT_TAG: &str = "latest";
+/// Longest repository path, in bytes, not counting the registry (`RepositoryNameTotalLengthMax`,
+/// applied to the path only since DR v0.6.0).
+pub const MAX_PATH_LENGTH: usize = 255;
+
+/// Why a string is not an acceptable image reference.
+///
+/// One variant per rule of the grammar; [`ReferenceError::kind`] gives the stable
+/// `snake_case` identifier used by the conformance vectors and in JSON output. `input` is the
+/// string the caller passed in (for a digest error raised inside a reference, the whole
+/// reference). `Display` is one line, with the input quoted and escaped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// The input is empty (`ErrNameEmpty`).
+    #[error("invalid reference \"\": an image reference must not be empty")]
+    NameEmpty,
+    /// The input does not follow `[registry/]repository[:tag][@digest]` (`ErrReferenceInvalidFormat`).
+    #[error("invalid reference {input:?}: not of the form [registry/]repository[:tag][@digest]")]
+    InvalidFormat {
+        /// The rejected input.
+        input: String,
+    },
+    /// The repository part has uppercase letters (`ErrNameContainsUppercase`, and the
+    /// `ParseNormalizedNamed` "must be lowercase" error). Registries may be uppercase.
+    #[error("invalid reference {input:?}: repository name must be lowercase")]
+    NameContainsUppercase {
+        /// The rejected input.
+        input: String,
+    },
+    /// The repository path is longer than [`MAX_PATH_LENGTH`] bytes (`ErrNameTooLong`).
+    #[error(
+        "invalid reference {input:?}: repository path is {length} characters long, the limit is 255"
+    )]
+    NameTooLong {
+        /// The rejected input.
+        input: String,
+        /// Length of the repository path, in bytes.
+        length: usize,
+    },
+    /// The input is a 64-character lowercase hex string, i.e. an image ID
+    /// (`ParseNormalizedNamed`: "cannot specify 64-byte hexadecimal strings").
+    #[error(
+        "invalid reference {input:?}: a 64-character hex string is an image ID, not a repository name"
+    )]
+    IdentifierNotAllowed {
+        /// The rejected input.
+        input: String,
+    },
+    /// The digest is not `algorithm:hex` with lowercase hex (go-digest `ErrDigestInvalidFormat`).
+    #[error("invalid reference {input:?}: digest must be algorithm:hex with lowercase hex digits")]
+    DigestInvalidFormat {
+        /// The rejected input.
+        input: String,
+    },
+    /// The digest hex has the wrong length for its algorithm (go-digest `ErrDigestInvalidLength`).
+    #[error(
+        "invalid reference {input:?}: a {algorithm} digest has {expected} hex digits, this one has {found}"
+    )]
+    DigestInvalidLength {
+        /// The rejected input.
+        input: String,
+        /// `sha256`, `sha384` or `sha512`.
+        algorithm: &'static str,
+        /// Required number of hex digits.
+        expected: usize,
+        /// Number of hex digits found.
+        found: usize,
+    },
+    /// The digest algorithm is not sha256, sha384 or sha512 (go-digest `ErrDigestUnsupported`).
+    #[error(
+        "invalid reference {input:?}: digest algorithm {algorithm:?} is not supported (use sha256, sha384 or sha512)"
+    )]
+    DigestUnsupported {
+        /// The rejected input.
+        input: String,
+        /// The algorithm as written.
+        algorithm: String,
+    },
+    /// The reference has no repository name ("reference %s has no name"). The grammar makes
+    /// this unreachable through `ParseNormalizedNamed`; kept so every upstream error has a kind.
+    #[error("invalid reference {input:?}: it has no repository name")]
+    NoName {
+        /// The rejected input.
+        input: String,
+    },
+    /// `ParseNamed` only: the input is valid but not already in normalised form
+    /// (`ErrNameNotCanonical`).
+    #[error("invalid reference {input:?}: not in canonical form, which is {canonical:?}")]
+    NameNotCanonical {
+        /// The rejected input.
+        input: String,
+        /// What `ParseNormalizedNamed` made of it.
+        canonical: String,
+    },
+}
+
+impl ReferenceError {
+    /// Stable identifier of the rule that failed, e.g. `"invalid_reference_format"`.
+    ///
+    /// These are the `error_kind` strings of the conformance vectors
+    /// (`tests/data/reference-vectors.json#error_kinds`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReferenceError::NameEmpty => "name_empty",
+            ReferenceError::InvalidFormat { .. } => "invalid_reference_format",
+            ReferenceError::NameContainsUppercase { .. } => "name_contains_uppercase",
+            ReferenceError::NameTooLong { .. } => "name_too_long",
+            ReferenceError::IdentifierNotAllowed { .. } => "identifier_not_allowed",
+            ReferenceError::DigestInvalidFormat { .. } => "digest_invalid_format",
+            ReferenceError::DigestInvalidLength { .. } => "digest_invalid_length",
+            ReferenceError::DigestUnsupported { .. } => "digest_unsupported",
+            ReferenceError::NoName { .. } => "no_name",
+            ReferenceError::NameNotCanonical { .. } => "name_not_canonical",
+        }
+    }
+
+    /// The same error, naming `input` instead (used when a digest fails inside a reference).
+    fn for_input(self, input: &str) -> ReferenceError {
+        let input = input.to_owned();
+        match self {
+            ReferenceError::DigestInvalidFormat { .. } => {
+                ReferenceError::DigestInvalidFormat { input }
+            }
+            ReferenceError::DigestInvalidLength {
+                algorithm,
+                expected,
+                found,
+                ..
+            } => ReferenceError::DigestInvalidLength {
+                input,
+                algorithm,
+                expected,
+                found,
+            },
+            ReferenceError::DigestUnsupported { algorithm, .. } => {
+                ReferenceError::DigestUnsupported { input, algorithm }
+            }
+            other => other,
+        }
+    }
+}
+
+/// A parsed image reference: `[domain/]path[:tag][@digest]`.
+///
+/// Values from [`Reference::parse`] are normalised: the domain is always set (`docker.io`
+/// by default, `index.docker.io` rewritten), and Docker Hub single-component paths carry
+/// `library/`. The tag is kept as written even when a digest is present; [`Reference::full`]
+/// and [`Reference::for_pull`] drop it, as containerd does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reference {
+    domain: String,
+    path: String,
+    tag: Option<String>,
+    digest: Option<Digest>,
+}
+
+impl Reference {
+    /// Parse the way the kubelet does (DR normalize.go `ParseNormalizedNamed`).
+    ///
+    /// `busybox` gives `docker.io/library/busybox`; `index.docker.io/x` gives
+    /// `docker.io/library/x`; the first `/`-separated component is the registry only if it
+    /// is `localhost`, contains `.` or `:`, or has uppercase letters. Otherwise it is part of
+    /// the repository (`foo/bar` is `docker.io/foo/bar`), and with no `/` at all
+    /// `localhost:5000` is repository `library/localhost` with tag `5000`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReferenceError::IdentifierNotAllowed`] for a bare 64-hex image ID,
+    /// `NameContainsUppercase` for uppercase in the repository, and everything
+    /// [`parse_raw`] returns.
+    pub fn parse(input: &str) -> Result<Reference, ReferenceError> {
+        if grammar::is_identifier(input) {
+            return Err(ReferenceError::IdentifierNotAllowed {
+                input: input.to_owned(),
+            });
+        }
+        let (domain, remainder) = split_docker_domain(input);
+        let remote = remainder
+            .split_once(':')
+            .map_or(remainder.as_str(), |(r, _)| r);
+        if has_uppercase(remote) {
+            return Err(ReferenceError::NameContainsUppercase {
+                input: input.to_owned(),
+            });
+        }
+        parse_go(&format!("{domain}/{remainder}"), input)
+    }
+
+    /// The registry, e.g. `"docker.io"`, `"127.0.0.1:5000"`, `"[::1]:5000"`. Kept verbatim
+    /// (uppercase allowed). Empty only for [`parse_raw`]/[`with_name`] results without one.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// The repository path without the registry, e.g. `"library/busybox"`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The tag as written, if any (kept even when a digest is present).
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+
+    /// The digest, if any.
+    pub fn digest(&self) -> Option<&Digest> {
+        self.digest.as_ref()
+    }
+
+    /// `domain/path`, without tag or digest (DR `Name()`). For a parsed reference this is the
+    /// kubelet's `repoToPull`, the key for the credential keyring lookup.
+    pub fn name(&self) -> String {
+        if self.domain.is_empty() {
+            self.path.clone()
+        } else {
+            format!("{}/{}", self.domain, self.path)
+        }
+    }
+
+    /// `name[:tag][@digest]` (DR `String()`); for a value from [`Reference::parse`] this is
+    /// `ParseNormalizedNamed(..).String()`. No default tag is added.
+    pub fn normalized(&self) -> String {
+        let mut s = self.name();
+        if let Some(tag) = &self.tag {
+            s.push(':');
+            s.push_str(tag);
+        }
+        if let Some(digest) = &self.digest {
+            s.push('@');
+            s.push_str(&digest.to_string());
+        }
+        s
+    }
+
+    /// The reference containerd pulls (DR `ParseDockerRef` applied to this value): with a
+    /// digest the tag is dropped, with neither tag nor digest the tag becomes `latest`.
+    #[must_use]
+    pub fn for_pull(&self) -> Reference {
+        let mut pulled = self.clone();
+        if pulled.digest.is_some() {
+            pulled.tag = None;
+        } else if pulled.tag.is_none() {
+            pulled.tag = Some(DEFAULT_TAG.to_owned());
+        }
+        pulled
+    }
+
+    /// `ParseDockerRef(..).String()`: e.g. `docker.io/library/busybox:latest`, or
+    /// `docker.io/library/busybox@sha256:…` when a digest is present.
+    pub fn full(&self) -> String {
+        self.for_pull().normalized()
+    }
+
+    /// `FamiliarName`: [`Reference::name`] as Docker prints it, without `docker.io/` and,
+    /// for single-component official images, without `library/`.
+    pub fn familiar_name(&self) -> String {
+        if self.domain != DEFAULT_DOMAIN {
+            return self.name();
+        }
+        match self.path.strip_prefix(OFFICIAL_REPO_PREFIX) {
+            Some(rest) if !rest.contains('/') => rest.to_owned(),
+            _ => self.path.clone(),
+        }
+    }
+
+    /// `FamiliarString`: [`Reference::familiar_name`] plus `:tag` and `@digest` as present,
+    /// e.g. `busybox:1.36`.
+    pub fn familiar(&self) -> String {
+        let familiar = Reference {
+            domain: String::new(),
+            path: self.familiar_name(),
+            tag: self.tag.clone(),
+            digest: self.digest.clone(),
+        };
+        familiar.normalized()
+    }
+
+    /// What goes in `/v2/<path>/manifests/<X>`: the digest if present, else the tag, else
+    /// `latest`.
+    pub fn manifest_reference(&self) -> String {
+        match (&self.digest, &self.tag) {
+            (Some(digest), _) => digest.to_string(),
+            (None, Some(tag)) => tag.clone(),
+            (None, None) => DEFAULT_TAG.to_owned(),
+        }
+    }
+
+    /// The token scope for pulling this repository: `repository:<path>:pull`.
+    ///
+    /// Source: distribution docs/content/spec/auth/scope.md. This is the only place a scope
+    /// string is built.
+    pub fn pull_scope(&self) -> String {
+        format!("repository:{}:pull", self.path)
+    }
+
+    /// The same repository pinned to `digest`, with any tag dropped.
+    #[must_use]
+    pub fn with_digest(&self, digest: Digest) -> Reference {
+        Reference {
+            domain: self.domain.clone(),
+            path: self.path.clone(),
+            tag: None,
+            digest: Some(digest),
+        }
+    }
+}
+
+/// Prints [`Reference::full`], the reference containerd pulls.
+impl fmt::Display for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.full())
+    }
+}
+
+/// Same as [`Reference::parse`], so `"busybox".parse::<Reference>()` works.
+impl std::str::FromStr for Reference {
+    type Err = ReferenceError;
+
+    fn from_str(input: &str) -> Result<Reference, ReferenceError> {
+        Reference::parse(input)
+    }
+}
+
+/// The result of [`parse_any`]: a named reference, or a bare digest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AnyReference {
+    /// A repository reference (from `ParseNormalizedNamed`).
+    Named(Reference),
+    /// A bare digest: the input was a digest or a 64-hex image ID (`digestReference`).
+    Digest(Digest),
+}
+
+/// DR reference.go `Parse`: the grammar with no normalisation.
+///
+/// The registry is whatever matches the domain grammar before the first `/` (so `foo/bar`
+/// has registry `foo`) and may be empty.
+///
+/// # Errors
+///
+/// In order: [`ReferenceError::NameEmpty`],
+/// `NameContainsUppercase` (when lowercasing would make it valid), `InvalidFormat`,
+/// `NameTooLong` (path over 255 bytes), then any digest error from [`Digest::parse`].
+pub fn parse_raw(input: &str) -> Result<Reference, ReferenceError> {
+    parse_go(input, input)
+}
+
+/// DR normalize.go `ParseAnyReference`: a 64-hex image ID becomes digest `sha256:<id>`, a
+/// valid digest stays a digest, anything else goes through [`Reference::parse`].
+pub fn parse_any(input: &str) -> Result<AnyReference, ReferenceError> {
+    if grammar::is_identifier(input) {
+        return Digest::parse(&format!("sha256:{input}")).map(AnyReference::Digest);
+    }
+    if let Ok(digest) = Digest::parse(input) {
+        return Ok(AnyReference::Digest(digest));
+    }
+    Reference::parse(input).map(AnyReference::Named)
+}
+
+/// DR reference.go `WithName`: a bare name (no tag, no digest), not normalised.
+///
+/// # Errors
+///
+/// [`ReferenceError::InvalidFormat`] for anything that is not a name (including the
+/// empty string, a tag or a digest), `NameTooLong` for a path over 255 bytes.
+pub fn with_name(input: &str) -> Result<Reference, ReferenceError> {
+    let (domain, path) =
+        grammar::split_name(input).ok_or_else(|| ReferenceError::InvalidFormat {
+            input: input.to_owned(),
+        })?;
+    check_path_length(path, input)?;
+    Ok(Reference {
+        domain: domain.unwrap_or_default().to_owned(),
+        path: path.to_owned(),
+        tag: None,
+        digest: None,
+    })
+}
+
+/// DR normalize.go `ParseNamed`: [`Reference::parse`], but the input must already be in
+/// normalised form, else [`ReferenceError::NameNotCanonical`].
+pub fn parse_named(input: &str) -> Result<Reference, ReferenceError> {
+    let reference = Reference::parse(input)?;
+    let canonical = reference.normalized();
+    if canonical != input {
+        return Err(ReferenceError::NameNotCanonical {
+            input: input.to_owned(),
+            canonical,
+        });
+    }
+    Ok(reference)
+}
+
+/// The image string the kubelet hands to the CRI (`applyDefaultImageTag` in
+/// `pkg/kubelet/images/image_manager.go`). It is NOT normalised: `busybox` becomes
+/// `busybox:latest`. `:<tag>` is appended only when there is no digest and `input` does not
+/// already end with it; with a digest the input is returned unchanged.
+///
+/// # Errors
+///
+/// Whatever [`Reference::parse`] returns (the kubelet reports `InvalidImageName`).
+pub fn kubelet_image_sent_to_cri(input: &str) -> Result<String, ReferenceError> {
+    let reference = Reference::parse(input)?;
+    if reference.digest.is_some() {
+        return Ok(input.to_owned());
+    }
+    let tag = reference.tag().unwrap_or(DEFAULT_TAG);
+    if input.ends_with(&format!(":{tag}")) {
+        Ok(input.to_owned())
+    } else {
+        Ok(format!("{input}:{tag}"))
+    }
+}
+
+/// `Parse(s)`, reporting errors against `input` (which differs from `s` when called from
+/// the normalising parser).
+fn parse_go(s: &str, input: &str) -> Result<Reference, ReferenceError> {
+    let Some((name, tag, digest)) = grammar::split_reference(s) else {
+        if s.is_empty() {
+            return Err(ReferenceError::NameEmpty);
+        }
+        if has_uppercase(s) && grammar::split_reference(&go_to_lower(s)).is_some() {
+            return Err(ReferenceError::NameContainsUppercase {
+                input: input.to_owned(),
+            });
+        }
+        return Err(ReferenceError::InvalidFormat {
+            input: input.to_owned(),
+        });
+    };
+    let (domain, path) = grammar::split_name(name).unwrap_or((None, name));
+    check_path_length(path, input)?;
+    let digest = digest
+        .map(Digest::parse)
+        .transpose()
+        .map_err(|e| e.for_input(input))?;
+    Ok(Reference {
+        domain: domain.unwrap_or_default().to_owned(),
+        path: path.to_owned(),
+        tag: tag.map(str::to_owned),
+        digest,
+    })
+}
+
+fn check_path_length(path: &str, input: &str) -> Result<(), ReferenceError> {
+    if path.len() > MAX_PATH_LENGTH {
+        return Err(ReferenceError::NameTooLong {
+            input: input.to_owned(),
+            length: path.len(),
+        });
+    }
+    Ok(())
+}
+
+/// DR normalize.go `splitDockerDomain`: decide the registry and the rest.
+fn split_docker_domain(input: &str) -> (String, String) {
+    let (mut domain, mut remainder) = match input.split_once('/') {
+        Some((first, rest))
+            if first == "localhost" || first.contains(['.', ':']) || has_uppercase(first) =>
+        {
+            (first.to_owned(), rest.to_owned())
+        }
+        _ => (DEFAULT_DOMAIN.to_owned(), input.to_owned()),
+    };
+    if domain == LEGACY_DEFAULT_DOMAIN {
+        domain = DEFAULT_DOMAIN.to_owned();
+    }
+    if domain == DEFAULT_DOMAIN && !remainder.contains('/') {
+        remainder = format!("{OFFICIAL_REPO_PREFIX}{remainder}");
+    }
+    (domain, remainder)
+}
+
+/// Go `strings.ToLower`: per-character simple case mapping (U+0130 maps to plain `i`,
+/// where Rust's full mapping would add a combining dot).
+fn go_to_lower(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c == '\u{130}' {
+                'i'
+            } else {
+                c.to_lowercase().next().unwrap_or(c)
+            }
+        })
+        .collect()
+}
+
+/// `strings.ToLower(s) != s`.
+fn has_uppercase(s: &str) -> bool {
+    go_to_lower(s) != s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX64: &str = "e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582";
+
+    #[test]
+    fn short_name_is_docker_hub_official() {
+        let r = Reference::parse("busybox").unwrap();
+        assert_eq!(r.name(), "docker.io/library/busybox");
+        assert_eq!(r.full(), "docker.io/library/busybox:latest");
+        assert_eq!(r.familiar(), "busybox");
+        assert_eq!(r.pull_scope(), "repository:library/busybox:pull");
+        assert_eq!(r.manifest_reference(), "latest");
+        assert_eq!(
+            kubelet_image_sent_to_cri("busybox").unwrap(),
+            "busybox:latest"
+        );
+    }
+
+    #[test]
+    fn bare_host_and_port_is_a_tag_on_docker_hub() {
+        let r = Reference::parse("localhost:5000").unwrap();
+        assert_eq!(r.full(), "docker.io/library/localhost:5000");
+        let r = Reference::parse("localhost:5000/foo").unwrap();
+        assert_eq!((r.domain(), r.path()), ("localhost:5000", "foo"));
+    }
+
+    #[test]
+    fn legacy_hub_is_canonicalised_but_registry_1_is_not() {
+        assert_eq!(
+            Reference::parse("index.docker.io/busybox").unwrap().full(),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(
+            Reference::parse("registry-1.docker.io/busybox")
+                .unwrap()
+                .full(),
+            "registry-1.docker.io/busybox:latest"
+        );
+    }
+
+    #[test]
+    fn tag_and_digest_pulls_by_digest_only() {
+        let input = format!("busybox:1.36@sha256:{HEX64}");
+        let r = Reference::parse(&input).unwrap();
+        assert_eq!(r.tag(), Some("1.36"));
+        assert_eq!(
+            r.full(),
+            format!("docker.io/library/busybox@sha256:{HEX64}")
+        );
+        assert_eq!(r.manifest_reference(), format!("sha256:{HEX64}"));
+        assert_eq!(kubelet_image_sent_to_cri(&input).unwrap(), input);
+        let pinned = Reference::parse("busybox:1.36")
+            .unwrap()
+            .with_digest(r.digest().unwrap().clone());
+        assert_eq!(
+            pinned.normalized(),
+            format!("docker.io/library/busybox@sha256:{HEX64}")
+        );
+    }
+
+    #[test]
+    fn errors_name_the_input_on_one_line() {
+        let err = Reference::parse("Busybox").unwrap_err();
+        assert_eq!(err.kind(), "name_contains_uppercase");
+        assert_eq!(
+            err.to_string(),
+            "invalid reference \"Busybox\": repository name must be lowercase"
+        );
+        let err = Reference::parse("busybox\n").unwrap_err();
+        assert_eq!(err.kind(), "invalid_reference_format");
+        assert!(!err.to_string().contains('\n'));
+        assert_eq!(
+            Reference::parse(HEX64).unwrap_err().kind(),
+            "identifier_not_allowed"
+        );
+    }
+
+    #[test]
+    fn path_length_excludes_the_registry() {
+        assert!(Reference::parse(&format!("example.com/{}", "a".repeat(255))).is_ok());
+        let err = Reference::parse(&format!("example.com/{}", "a".repeat(256))).unwrap_err();
+        assert_eq!(err.kind(), "name_too_long");
+    }
+}
