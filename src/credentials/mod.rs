@@ -1,1 +1,292 @@
-//! (being written)
+//! Credentials: which username/password pairs the kubelet would try for an image, in the
+//! order it would try them.
+//!
+//! Sources, in order (facts §2.1):
+//! 1. **Pull secrets** ([`load_pull_secrets`]): every secret merged into one kubelet
+//!    keyring ([`Keyring`], a port of `BasicDockerKeyring` from kubernetes
+//!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`.
+//! 2. **The user's docker config** ([`DockerCliConfig`]), standing in for the node's
+//!    keyring: `auths` with the docker CLI's host-only matching, or the credential helper
+//!    that `credHelpers` / `credsStore` names. A helper runs **only** because this file names
+//!    it, never because a pull secret does (pull secrets cannot express one; their
+//!    `credHelpers` / `credsStore` fields are ignored).
+//!
+//! [`Keychain`] concatenates the two, as the kubelet's `UnionDockerKeyring` does; an empty
+//! result means "pull anonymously". Secret values live in [`Secret`], which prints
+//! `(redacted)`; [`Credential::fingerprint`] is the only derived value safe to log.
+
+mod docker_cli;
+pub mod docker_config;
+mod helper;
+pub mod keyring;
+mod pull_secrets;
+pub mod secret;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+pub use docker_cli::DockerCliConfig;
+pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerConfigError};
+pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
+pub use pull_secrets::load_pull_secrets;
+pub use secret::Secret;
+
+/// One username/password pair to try, and where it came from.
+///
+/// `Debug` shows the username and the source but prints the password as `(redacted)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    /// May be empty (kubelet accepts `auth: base64(":password")`).
+    pub username: String,
+    /// The password or token; may contain `:`.
+    pub password: Secret,
+    /// Which file and key supplied it.
+    pub source: CredentialSource,
+}
+
+impl Credential {
+    /// First 16 hex characters of `sha256(username ‖ 0x00 ‖ password)`: stable for equal
+    /// credentials, safe to log and to use as a cache key (the token cache keys on it).
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(self.username.as_bytes());
+        h.update([0u8]);
+        h.update(self.password.expose().as_bytes());
+        let digest = h.finalize();
+        let mut hex = String::with_capacity(16);
+        for b in &digest[..8] {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        hex
+    }
+
+    /// True if both username and password are empty. containerd pulls anonymously with
+    /// such an entry (facts §2.6–2.7), but it still counts as one attempt.
+    pub fn is_anonymous(&self) -> bool {
+        self.username.is_empty() && self.password.is_empty()
+    }
+}
+
+/// Where a credential came from. Contains no secret, so it may be logged and serialized.
+///
+/// `Display` prints `<origin> key <key>`, e.g.
+/// `pull secret /secrets/regcred/.dockerconfigjson key ghcr.io`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct CredentialSource {
+    /// The file or program, e.g. `pull secret /secrets/regcred/.dockerconfigjson`,
+    /// `docker config /home/me/.docker/config.json`, `credential helper
+    /// docker-credential-pass`.
+    pub origin: String,
+    /// The config key that matched, exactly as written (e.g. `https://index.docker.io/v1/`),
+    /// or the server URL handed to a credential helper.
+    pub key: String,
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} key {}", self.origin, self.key)
+    }
+}
+
+/// The ordered list of credentials the kubelet would try for an image: pull secrets first
+/// (one kubelet keyring, [`Keyring::lookup`] order), then the docker config (the
+/// node-keyring stand-in). An empty list means anonymous.
+///
+/// Duplicates are kept: the kubelet tries every entry, and so does pullcheck.
+#[derive(Debug, Default)]
+pub struct Keychain {
+    pull_secrets: Keyring,
+    docker: Option<DockerCliConfig>,
+}
+
+impl Keychain {
+    /// A keychain over the loaded pull secrets and, optionally, the user's docker config.
+    pub fn new(pull_secrets: Keyring, docker: Option<DockerCliConfig>) -> Keychain {
+        Keychain {
+            pull_secrets,
+            docker,
+        }
+    }
+
+    /// No credentials at all: every lookup is anonymous.
+    pub fn empty() -> Keychain {
+        Keychain::default()
+    }
+
+    /// Credentials for one image, in the order to try them.
+    ///
+    /// `repo_to_pull` is the kubelet's fully-qualified repository without tag or digest,
+    /// e.g. `docker.io/library/busybox`; `registry_host` is its domain, e.g. `docker.io`.
+    /// Runs the docker config's credential helper if one applies (at most one process,
+    /// 5 s timeout); a helper failure is logged as a warning and contributes nothing.
+    pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
+        let mut out = self.pull_secrets.lookup(repo_to_pull);
+        if let Some(docker) = &self.docker {
+            out.extend(docker.lookup(registry_host).await);
+        }
+        out
+    }
+
+    /// For `explain`: the sources [`Keychain::lookup`] would use, in order, without running
+    /// any helper. A helper appears once, with origin `credential helper
+    /// docker-credential-<name> (not run)`. The registry host is the first `/`-separated
+    /// part of `repo_to_pull`.
+    pub fn lookup_keys(&self, repo_to_pull: &str) -> Vec<CredentialSource> {
+        let mut out: Vec<CredentialSource> = self
+            .pull_secrets
+            .lookup(repo_to_pull)
+            .into_iter()
+            .map(|c| c.source)
+            .collect();
+        if let Some(docker) = &self.docker {
+            let host = repo_to_pull.split('/').next().unwrap_or_default();
+            out.extend(docker.lookup_keys(host));
+        }
+        out
+    }
+
+    /// The pull-secret keyring.
+    pub fn pull_secrets(&self) -> &Keyring {
+        &self.pull_secrets
+    }
+
+    /// The docker config, if one was loaded.
+    pub fn docker_config(&self) -> Option<&DockerCliConfig> {
+        self.docker.as_ref()
+    }
+}
+
+/// Loading pull secrets or the docker config failed. One line, naming the file (and the
+/// registry key when there is one) and the fix; never contains a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// A `--pull-secrets` path does not exist.
+    #[error(
+        "pull secret {}: no such file or directory; pass a .dockerconfigjson or .dockercfg file, a Secret in JSON, or the directory the secrets are mounted in",
+        path.display()
+    )]
+    NotFound {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A file or directory could not be read.
+    #[error("{origin}: cannot read {}: {io}; check the path and its permissions", path.display())]
+    Read {
+        /// e.g. `pull secret /s/x/.dockerconfigjson`.
+        origin: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error (no contents).
+        io: io::Error,
+    },
+    /// A file is larger than pullcheck reads (`limit` bytes).
+    #[error("{origin}: larger than {limit} bytes; this is not a docker config")]
+    TooLarge {
+        /// e.g. `pull secret /s/x/.dockerconfigjson`.
+        origin: String,
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// A pull secret does not decode; the kubelet would fail the pull.
+    #[error("{origin}: {error}; re-create the secret with kubectl create secret docker-registry")]
+    PullSecret {
+        /// e.g. `pull secret /s/x/.dockerconfigjson`.
+        origin: String,
+        /// What is wrong (names the registry key when there is one).
+        error: DockerConfigError,
+    },
+    /// A file holding a Kubernetes Secret object is malformed.
+    #[error("{origin}: {problem}; export it with kubectl get secret NAME -o json")]
+    SecretObject {
+        /// e.g. `pull secret /tmp/regcred.json`.
+        origin: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The user's docker config does not decode.
+    #[error("{origin}: {error}; fix the file or run docker login again")]
+    DockerConfig {
+        /// e.g. `docker config /home/me/.docker/config.json`.
+        origin: String,
+        /// What is wrong (names the registry key when there is one).
+        error: DockerConfigError,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cred(user: &str, pass: &str) -> Credential {
+        Credential {
+            username: user.into(),
+            password: Secret::new(pass),
+            source: CredentialSource {
+                origin: "pull secret /s/.dockerconfigjson".into(),
+                key: "ghcr.io".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let c = cred("alice", "s3cr3t-p4ss");
+        for text in [format!("{c:?}"), format!("{c:#?}")] {
+            assert!(!text.contains("s3cr3t-p4ss"), "{text}");
+            assert!(
+                text.contains("alice") && text.contains("(redacted)"),
+                "{text}"
+            );
+        }
+        let chain = Keychain::new(Keyring::new(), None);
+        assert!(!format!("{chain:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn fingerprint_is_stable_and_separates_fields() {
+        let a = cred("ab", "c");
+        assert_eq!(a.fingerprint().len(), 16);
+        assert_eq!(a.fingerprint(), cred("ab", "c").fingerprint());
+        assert_ne!(a.fingerprint(), cred("a", "bc").fingerprint());
+        // sha256("\0") starts with 6e340b9c…
+        assert_eq!(cred("", "").fingerprint(), "6e340b9cffb37a98");
+        assert!(cred("", "").is_anonymous());
+        assert!(!cred("", "x").is_anonymous());
+    }
+
+    #[test]
+    fn source_display() {
+        assert_eq!(
+            cred("a", "b").source.to_string(),
+            "pull secret /s/.dockerconfigjson key ghcr.io"
+        );
+    }
+
+    #[tokio::test]
+    async fn keychain_concatenates_in_order() {
+        let mut cfg = DockerConfig::new();
+        cfg.insert(
+            "ghcr.io",
+            DockerConfigEntry {
+                username: "u".into(),
+                password: Secret::new("p"),
+                email: String::new(),
+            },
+        );
+        let mut k = Keyring::new();
+        k.add(&cfg, "pull secret a");
+        let chain = Keychain::new(k, None);
+        let found = chain.lookup("ghcr.io/o/r", "ghcr.io").await;
+        assert_eq!(found.len(), 1);
+        assert_eq!(chain.lookup_keys("ghcr.io/o/r")[0].key, "ghcr.io");
+        assert!(
+            Keychain::empty()
+                .lookup("ghcr.io/o/r", "ghcr.io")
+                .await
+                .is_empty()
+        );
+    }
+}

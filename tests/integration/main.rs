@@ -1,2 +1,3 @@
 
+mod conformance_credentials;
 mod conformance_platform;

@@ -1,0 +1,451 @@
+//! The user's own docker CLI config (`--docker-config DIR`, `$DOCKER_CONFIG`,
+//! `~/.docker/config.json`), read with the docker CLI's rules, not the kubelet's.
+//!
+//! Source: docker/cli `cli/config/config.go` (directory), `cli/config/configfile/file.go`
+//! (`LoadFromReader`, `decodeAuth`, `GetCredentialsStore`, `getConfiguredCredentialStore`),
+//! `cli/config/credentials/file_store.go` (`Get`, `ConvertToHostname`),
+//! `cli/config/credentials/native_store.go` (`<token>` username), and
+//! `cli/command/registry.go` (`getAuthConfigKey`). Facts §2.9.
+//!
+//! Rules:
+//! - the key for a registry is its host (`host:port`), except Docker Hub (`docker.io`,
+//!   `index.docker.io`), whose key is `https://index.docker.io/v1/`;
+//! - `credHelpers[key]` names the helper, else `credsStore`, else the `auths` file store;
+//!   an empty name means "none";
+//! - the file store takes `auths[key]`, else the first key (in sorted order; Go iterates
+//!   a map) whose scheme-less, path-less form equals `key`;
+//! - `auth` is decoded with padding required and the username must be non-empty (unlike
+//!   the kubelet); `\0` is trimmed from both ends of the password;
+//! - identity tokens (`identitytoken`, or a helper's `<token>` username) are refresh
+//!   tokens for the OAuth2 POST flow, which pullcheck does not run: they are skipped with
+//!   a debug log.
+//!
+//! Not implemented: `DOCKER_AUTH_CONFIG` (docker CLI ≥ 28.3) and the legacy
+//! `~/.dockercfg`.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use super::docker_config::{
+    AuthFieldError, DockerConfigError, Json, check_string_map, go_base64, string_fields,
+};
+use super::helper::{HelperAnswer, HelperRunner, program_name};
+use super::secret::Secret;
+use super::{Credential, CredentialSource, CredentialsError};
+
+/// The docker CLI's key for Docker Hub.
+pub const DOCKER_HUB_KEY: &str = "https://index.docker.io/v1/";
+
+/// The largest `config.json` pullcheck reads, in bytes.
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The username a credential helper uses to say "the secret is an identity token".
+const TOKEN_USERNAME: &str = "<token>";
+
+/// One `auths` entry, decoded the docker CLI way.
+#[derive(Clone, Debug)]
+struct CliAuth {
+    username: String,
+    password: Secret,
+    identity_token: Option<Secret>,
+}
+
+/// The parts of `~/.docker/config.json` that choose credentials: `auths`, `credHelpers`
+/// and `credsStore`. Loaded with [`DockerCliConfig::load`]; used through
+/// [`super::Keychain`].
+#[derive(Clone, Debug)]
+pub struct DockerCliConfig {
+    path: PathBuf,
+    auths: BTreeMap<String, CliAuth>,
+    cred_helpers: BTreeMap<String, String>,
+    creds_store: Option<String>,
+    runner: HelperRunner,
+}
+
+/// Where the credentials for a key come from.
+enum Store<'a> {
+    Helper(&'a str),
+    File,
+}
+
+impl DockerCliConfig {
+    /// Reads `config.json` from `dir`, else `$DOCKER_CONFIG`, else `$HOME/.docker`.
+    ///
+    /// Returns `Ok(None)` if the file does not exist (or no directory can be determined).
+    /// Errors: the file cannot be read, is larger than 4 MiB, is not JSON, or an `auths`
+    /// entry does not decode ([`CredentialsError::DockerConfig`], naming the key).
+    pub fn load(dir: Option<&Path>) -> Result<Option<Self>, CredentialsError> {
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => match std::env::var_os("DOCKER_CONFIG").filter(|v| !v.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                    Some(home) => PathBuf::from(home).join(".docker"),
+                    None => return Ok(None),
+                },
+            },
+        };
+        let path = dir.join("config.json");
+        let origin = origin_for(&path);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::debug!(path = %path.display(), "no docker config");
+                return Ok(None);
+            }
+            Err(io) => return Err(CredentialsError::Read { origin, path, io }),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|io| CredentialsError::Read {
+                origin: origin.clone(),
+                path: path.clone(),
+                io,
+            })?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(CredentialsError::TooLarge {
+                origin,
+                limit: MAX_CONFIG_BYTES,
+            });
+        }
+        Self::from_json(&bytes, path).map(Some)
+    }
+
+    /// Decodes a config.json document; `path` is only used in messages and sources.
+    pub fn from_json(bytes: &[u8], path: PathBuf) -> Result<Self, CredentialsError> {
+        let origin = origin_for(&path);
+        let wrap = |error| CredentialsError::DockerConfig {
+            origin: origin.clone(),
+            error,
+        };
+        let node = Json::parse(bytes).map_err(wrap)?;
+        let fields: &[(String, Json)] = match &node {
+            Json::Object(f) => f,
+            Json::Null => &[],
+            other => {
+                return Err(wrap(DockerConfigError::NotAnObject {
+                    what: "the document",
+                    key: None,
+                    found: other.kind(),
+                }));
+            }
+        };
+        let mut auths = BTreeMap::new();
+        match Json::field(fields, "auths") {
+            None | Some(Json::Null) => {}
+            Some(Json::Object(entries)) => {
+                for (key, entry) in entries {
+                    auths.insert(key.clone(), decode_cli_auth(entry, key).map_err(wrap)?);
+                }
+            }
+            Some(other) => {
+                return Err(wrap(DockerConfigError::NotAnObject {
+                    what: "\"auths\"",
+                    key: None,
+                    found: other.kind(),
+                }));
+            }
+        }
+        let cred_helpers = match Json::field(fields, "credHelpers") {
+            Some(node) => check_string_map(node, "credHelpers")
+                .map_err(wrap)?
+                .into_iter()
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        let [creds_store] =
+            string_fields(&node, ["credsStore"], None, "the document").map_err(wrap)?;
+        Ok(DockerCliConfig {
+            path,
+            auths,
+            cred_helpers,
+            creds_store,
+            runner: HelperRunner::default(),
+        })
+    }
+
+    /// The file this config was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Credentials for `registry_host` (e.g. `docker.io`, `ghcr.io`, `r.example:5000`): at
+    /// most one, from the helper the config names or from `auths`. A helper that fails or
+    /// times out is logged as a warning and gives none.
+    pub async fn lookup(&self, registry_host: &str) -> Vec<Credential> {
+        let key = auth_config_key(registry_host);
+        match self.store_for(&key) {
+            Store::File => self.file_lookup(&key).into_iter().collect(),
+            Store::Helper(name) => {
+                let program = program_name(name);
+                match self.runner.get(name, &key).await {
+                    Ok(HelperAnswer::NotFound) => {
+                        tracing::debug!(helper = %program, key = %key, "helper has no credentials");
+                        Vec::new()
+                    }
+                    Ok(HelperAnswer::Found { username, .. }) if username == TOKEN_USERNAME => {
+                        tracing::debug!(helper = %program, key = %key, "helper returned an identity token; pullcheck cannot use it (OAuth2 refresh-token flow), skipping");
+                        Vec::new()
+                    }
+                    Ok(HelperAnswer::Found { username, secret }) => {
+                        if username.is_empty() && secret.is_empty() {
+                            return Vec::new();
+                        }
+                        vec![Credential {
+                            username,
+                            password: secret,
+                            source: CredentialSource {
+                                origin: format!("credential helper {program}"),
+                                key,
+                            },
+                        }]
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, key = %key, "credential helper failed; continuing without its credentials");
+                        Vec::new()
+                    }
+                }
+            }
+        }
+    }
+
+    /// What [`DockerCliConfig::lookup`] would use for `registry_host`, without running a
+    /// helper: `credential helper docker-credential-<name> (not run)`, or the matching
+    /// `auths` key.
+    pub fn lookup_keys(&self, registry_host: &str) -> Vec<CredentialSource> {
+        let key = auth_config_key(registry_host);
+        match self.store_for(&key) {
+            Store::Helper(name) => vec![CredentialSource {
+                origin: format!("credential helper {} (not run)", program_name(name)),
+                key,
+            }],
+            Store::File => self
+                .file_lookup(&key)
+                .map(|c| c.source)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Docker CLI `getConfiguredCredentialStore`.
+    fn store_for(&self, key: &str) -> Store<'_> {
+        if let Some(helper) = self.cred_helpers.get(key) {
+            return if helper.is_empty() {
+                Store::File
+            } else {
+                Store::Helper(helper)
+            };
+        }
+        match self.creds_store.as_deref() {
+            Some(store) if !store.is_empty() => Store::Helper(store),
+            _ => Store::File,
+        }
+    }
+
+    /// Docker CLI file store `Get`: exact key, else the first legacy key whose host part
+    /// equals `key`.
+    fn file_lookup(&self, key: &str) -> Option<Credential> {
+        let (matched, auth) = self.auths.get_key_value(key).or_else(|| {
+            self.auths
+                .iter()
+                .find(|(k, _)| convert_to_hostname(k) == key)
+        })?;
+        if auth.username.is_empty() && auth.password.is_empty() {
+            if auth.identity_token.is_some() {
+                tracing::debug!(key = %matched, "docker config entry holds only an identity token; pullcheck cannot use it (OAuth2 refresh-token flow), skipping");
+            }
+            return None;
+        }
+        Some(Credential {
+            username: auth.username.clone(),
+            password: auth.password.clone(),
+            source: CredentialSource {
+                origin: origin_for(&self.path),
+                key: matched.clone(),
+            },
+        })
+    }
+
+    /// Replaces the helper runner (tests: a fake `PATH`, a short timeout).
+    #[cfg(test)]
+    pub(crate) fn with_runner(mut self, runner: HelperRunner) -> Self {
+        self.runner = runner;
+        self
+    }
+}
+
+fn origin_for(path: &Path) -> String {
+    format!("docker config {}", path.display())
+}
+
+/// Docker CLI `getAuthConfigKey`: Docker Hub's key, or the host itself.
+fn auth_config_key(registry_host: &str) -> String {
+    if registry_host == "docker.io" || registry_host == "index.docker.io" {
+        DOCKER_HUB_KEY.to_owned()
+    } else {
+        registry_host.to_owned()
+    }
+}
+
+/// Docker CLI `ConvertToHostname`: drop `http://` / `https://`, keep up to the first `/`.
+fn convert_to_hostname(key: &str) -> &str {
+    let rest = key
+        .strip_prefix("http://")
+        .or_else(|| key.strip_prefix("https://"))
+        .unwrap_or(key);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// One `auths` entry with the docker CLI's `decodeAuth`.
+fn decode_cli_auth(node: &Json, key: &str) -> Result<CliAuth, DockerConfigError> {
+    let [username, password, auth, identity_token] = string_fields(
+        node,
+        ["username", "password", "auth", "identitytoken"],
+        Some(key),
+        "the entry",
+    )?;
+    let mut out = CliAuth {
+        username: username.unwrap_or_default(),
+        password: Secret::new(password.unwrap_or_default()),
+        identity_token: identity_token.filter(|t| !t.is_empty()).map(Secret::new),
+    };
+    if let Some(auth) = auth.filter(|a| !a.is_empty()) {
+        let err = |reason| DockerConfigError::Auth {
+            key: Some(key.to_owned()),
+            reason,
+        };
+        let decoded = go_base64(&auth, true).ok_or(err(AuthFieldError::Base64 { padded: true }))?;
+        let text = String::from_utf8(decoded).map_err(|_| err(AuthFieldError::NotUtf8))?;
+        let (user, pass) = text.split_once(':').ok_or(err(AuthFieldError::NoColon))?;
+        if user.is_empty() {
+            return Err(err(AuthFieldError::EmptyUsername));
+        }
+        out.username = user.to_owned();
+        out.password = Secret::new(pass.trim_matches('\0'));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::helper::HELPER_TIMEOUT;
+    use crate::credentials::helper::tests::{fake_helper, runner};
+    use std::time::Duration;
+
+    fn cfg(json: &str) -> DockerCliConfig {
+        DockerCliConfig::from_json(json.as_bytes(), PathBuf::from("/h/.docker/config.json"))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn auths_host_only_and_docker_hub_key() {
+        let c = cfg(r#"{"auths":{
+            "https://index.docker.io/v1/":{"auth":"aHViOnB3"},
+            "https://ghcr.io/v2/":{"username":"g","password":"p"},
+            "docker.io":{"username":"never","password":"x"},
+            "r.io:5000":{"username":"port","password":"x"}}}"#);
+        let hub = c.lookup("docker.io").await;
+        assert_eq!(hub[0].username, "hub");
+        assert_eq!(hub[0].source.key, DOCKER_HUB_KEY);
+        assert_eq!(
+            hub[0].source.to_string(),
+            "docker config /h/.docker/config.json key https://index.docker.io/v1/"
+        );
+        assert_eq!(c.lookup("index.docker.io").await[0].username, "hub");
+        let ghcr = c.lookup("ghcr.io").await;
+        assert_eq!(
+            (ghcr[0].username.as_str(), ghcr[0].source.key.as_str()),
+            ("g", "https://ghcr.io/v2/")
+        );
+        assert_eq!(c.lookup("r.io:5000").await[0].username, "port");
+        assert!(c.lookup("r.io").await.is_empty());
+    }
+
+    #[test]
+    fn docker_cli_auth_rules() {
+        let bad = |json: &str| {
+            DockerCliConfig::from_json(json.as_bytes(), PathBuf::from("/c.json"))
+                .unwrap_err()
+                .to_string()
+        };
+        // ":bar" — kubelet accepts, docker CLI does not.
+        let msg = bad(r#"{"auths":{"x.io":{"auth":"OmJhcg=="}}}"#);
+        assert!(
+            msg.starts_with("docker config /c.json: key \"x.io\": auth is not base64"),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("; fix the file or run docker login again"),
+            "{msg}"
+        );
+        // Unpadded is not accepted by the docker CLI.
+        bad(r#"{"auths":{"x.io":{"auth":"Zm9vOmJhcg"}}}"#);
+        let c = cfg(r#"{"auths":{"x.io":{"auth":"dTpwdwAA"}}}"#); // "u:pw\0\0"
+        assert_eq!(c.file_lookup("x.io").unwrap().password.expose(), "pw");
+    }
+
+    #[tokio::test]
+    async fn identity_tokens_are_skipped() {
+        let c = cfg(r#"{"auths":{"x.io":{"identitytoken":"refresh"}}}"#);
+        assert!(c.lookup("x.io").await.is_empty());
+        assert!(c.lookup_keys("x.io").is_empty());
+    }
+
+    #[tokio::test]
+    async fn helpers_cred_helpers_then_creds_store() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_helper(
+            dir.path(),
+            "test",
+            r#"url=$(cat); printf '{"ServerURL":"%s","Username":"helper","Secret":"hs"}' "$url""#,
+        );
+        fake_helper(
+            dir.path(),
+            "tok",
+            r#"cat >/dev/null; echo '{"Username":"<token>","Secret":"rt"}'"#,
+        );
+        fake_helper(dir.path(), "slow", "exec sleep 30");
+        let c = cfg(r#"{"credsStore":"tok","credHelpers":{"ghcr.io":"test","https://index.docker.io/v1/":"test","slow.io":"slow","plain.io":""},
+                        "auths":{"ghcr.io":{"username":"file","password":"x"},"plain.io":{"username":"p","password":"x"}}}"#)
+            .with_runner(runner(dir.path(), HELPER_TIMEOUT));
+        let got = c.lookup("ghcr.io").await;
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].username, "helper");
+        assert_eq!(got[0].password.expose(), "hs");
+        assert_eq!(
+            got[0].source.to_string(),
+            "credential helper docker-credential-test key ghcr.io"
+        );
+        assert_eq!(c.lookup("docker.io").await[0].source.key, DOCKER_HUB_KEY);
+        // credsStore applies to every other host; its <token> answer is skipped.
+        assert!(c.lookup("quay.io").await.is_empty());
+        // An empty credHelpers entry means the file store.
+        assert_eq!(c.lookup("plain.io").await[0].username, "p");
+        assert_eq!(
+            c.lookup_keys("ghcr.io")[0].origin,
+            "credential helper docker-credential-test (not run)"
+        );
+        let slow = c.with_runner(runner(dir.path(), Duration::from_millis(200)));
+        assert!(slow.lookup("slow.io").await.is_empty());
+    }
+
+    #[test]
+    fn load_honours_dir_and_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(DockerCliConfig::load(Some(dir.path())).unwrap().is_none());
+        std::fs::write(dir.path().join("config.json"), r#"{"auths":{}}"#).unwrap();
+        let c = DockerCliConfig::load(Some(dir.path())).unwrap().unwrap();
+        assert_eq!(c.path(), dir.path().join("config.json"));
+        std::fs::write(dir.path().join("config.json"), "{").unwrap();
+        assert!(DockerCliConfig::load(Some(dir.path())).is_err());
+    }
+
+    #[test]
+    fn hostname_conversion() {
+        assert_eq!(convert_to_hostname("https://r.io:5000/v1/"), "r.io:5000");
+        assert_eq!(convert_to_hostname("r.io/team"), "r.io");
+    }
+}

@@ -1,0 +1,618 @@
+//! Port of the kubelet's `BasicDockerKeyring`: index registry keys, match an image's
+//! repository against them, and return every matching credential, most specific first.
+//!
+//! Source: kubernetes `pkg/credentialprovider/keyring.go` (`BasicDockerKeyring.Add`,
+//! `Lookup`, `isDefaultRegistryMatch`, `ParseSchemelessURL`, `SplitURL`, `URLsMatch`,
+//! `URLsMatchStr`, `UnionDockerKeyring`), plus the Go standard library pieces it relies on
+//! (`net/url.Parse`, `net.SplitHostPort`, `path/filepath.Match`), reproduced here only as
+//! far as registry keys and image names exercise them. Facts §2.3–2.5.
+
+use std::collections::HashMap;
+
+use super::docker_config::DockerConfig;
+use super::{Credential, CredentialSource};
+
+/// The keyring key that serves Docker Hub images when nothing else matched
+/// (`https://index.docker.io/v1/` indexes to it).
+pub const DEFAULT_REGISTRY_HOST: &str = "index.docker.io";
+
+/// The kubelet's `BasicDockerKeyring`: credentials indexed by `host[:port][/path]`.
+///
+/// - [`Keyring::add`] indexes every key of a config (scheme dropped, a leading `/v1/` or
+///   `/v2/` path dropped) and appends its credential to that index key, so credentials
+///   from several configs that share a key stay in insertion order;
+/// - the index is de-duplicated and sorted in **reverse** lexicographic order, so longer
+///   keys with the same prefix and non-wildcard keys come first;
+/// - [`Keyring::lookup`] walks the index and returns the credentials of **every** key that
+///   [`urls_match_str`] accepts, then falls back to Docker Hub credentials for names
+///   [`is_default_registry_match`] accepts.
+///
+/// All pull secrets of a pod share one keyring (kubernetes
+/// `pkg/credentialprovider/secrets/secrets.go`).
+#[derive(Clone, Debug, Default)]
+pub struct Keyring {
+    index: Vec<String>,
+    creds: HashMap<String, Vec<Credential>>,
+}
+
+impl Keyring {
+    /// An empty keyring.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes every entry of `config` (in key order; see [`DockerConfig`]). `origin` names
+    /// the file for [`CredentialSource::origin`], e.g.
+    /// `pull secret /secrets/regcred/.dockerconfigjson`.
+    ///
+    /// A key that Go's `url.Parse` would reject (a bad port, a space in the host, a bad
+    /// `%` escape, a control character) is skipped with a warning, as the kubelet does.
+    pub fn add(&mut self, config: &DockerConfig, origin: &str) {
+        for (key, entry) in config.iter() {
+            let value = if key.starts_with("https://") || key.starts_with("http://") {
+                key.to_owned()
+            } else {
+                format!("https://{key}")
+            };
+            let Some(parsed) = GoUrl::parse(&value) else {
+                tracing::warn!(
+                    origin,
+                    key,
+                    "registry key is not a valid URL; ignoring it (kubelet does the same)"
+                );
+                continue;
+            };
+            let mut path = parsed.path.as_str();
+            if path.starts_with("/v2/") || path.starts_with("/v1/") {
+                path = &path[3..];
+            }
+            let index_key = if !path.is_empty() && path != "/" {
+                format!("{}{}", parsed.host, path)
+            } else {
+                parsed.host.clone()
+            };
+            self.creds
+                .entry(index_key.clone())
+                .or_default()
+                .push(Credential {
+                    username: entry.username.clone(),
+                    password: entry.password.clone(),
+                    source: CredentialSource {
+                        origin: origin.to_owned(),
+                        key: key.to_owned(),
+                    },
+                });
+            self.index.push(index_key);
+        }
+        self.index.sort_unstable_by(|a, b| b.cmp(a));
+        self.index.dedup();
+    }
+
+    /// Every credential for `repo_to_pull` (the kubelet's fully-qualified repository
+    /// without tag or digest, e.g. `docker.io/library/busybox`), in the order the kubelet
+    /// tries them. Empty means "pull anonymously".
+    pub fn lookup(&self, repo_to_pull: &str) -> Vec<Credential> {
+        let mut out = Vec::new();
+        for key in &self.index {
+            if urls_match_str(key, repo_to_pull) {
+                out.extend(self.creds[key].iter().cloned());
+            }
+        }
+        if out.is_empty()
+            && is_default_registry_match(repo_to_pull)
+            && let Some(hub) = self.creds.get(DEFAULT_REGISTRY_HOST)
+        {
+            out.extend(hub.iter().cloned());
+        }
+        out
+    }
+
+    /// The index keys, in lookup order (reverse-sorted, de-duplicated).
+    pub fn index_keys(&self) -> &[String] {
+        &self.index
+    }
+
+    /// True if no entry was added.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+}
+
+/// The kubelet's `UnionDockerKeyring.Lookup`: the lookups of each keyring, concatenated in
+/// order. The Docker Hub fallback applies per member, not to the union.
+pub fn union_lookup(keyrings: &[&Keyring], repo_to_pull: &str) -> Vec<Credential> {
+    keyrings
+        .iter()
+        .flat_map(|k| k.lookup(repo_to_pull))
+        .collect()
+}
+
+/// The kubelet's `isDefaultRegistryMatch`: does `image` (a repository name, with or
+/// without a domain) pull from Docker Hub?
+///
+/// True when the first `/`-separated part is non-empty and either there is no `/`, or
+/// the first part is `docker.io` or `index.docker.io`, or it contains neither `.` nor `:`.
+pub fn is_default_registry_match(image: &str) -> bool {
+    let (first, rest) = match image.split_once('/') {
+        Some((first, _)) => (first, true),
+        None => (image, false),
+    };
+    if first.is_empty() {
+        return false;
+    }
+    if !rest {
+        return true;
+    }
+    if first == "docker.io" || first == DEFAULT_REGISTRY_HOST {
+        return true;
+    }
+    !first.contains(['.', ':'])
+}
+
+/// The kubelet's `URLsMatchStr(glob, target)`: does the keyring key `glob` match the image
+/// repository `target`? Both are schemeless (`https://` is prepended for parsing).
+///
+/// - the ports must be equal (no port ≠ any port);
+/// - the hosts must have the same number of `.`-separated labels, and each target label
+///   must match the glob label with Go's `filepath.Match` (`*`, `?`, `[…]`, `\`), so `*`
+///   never crosses a `.`; case-sensitive;
+/// - the glob's path must be a plain string prefix of the target's path (not
+///   segment-aware: `x.io/pong` matches `x.io/pongz`).
+///
+/// A string Go's `url.Parse` rejects, or a malformed glob, is "no match".
+pub fn urls_match_str(glob: &str, target: &str) -> bool {
+    let (Some(glob), Some(target)) = (
+        GoUrl::parse(&format!("https://{glob}")),
+        GoUrl::parse(&format!("https://{target}")),
+    ) else {
+        return false;
+    };
+    let (glob_labels, glob_port) = split_url(&glob.host);
+    let (target_labels, target_port) = split_url(&target.host);
+    if glob_port != target_port || glob_labels.len() != target_labels.len() {
+        return false;
+    }
+    if !target.path.starts_with(&glob.path) {
+        return false;
+    }
+    glob_labels
+        .iter()
+        .zip(&target_labels)
+        .all(|(g, t)| filepath_match(g, t) == Ok(true))
+}
+
+/// The kubelet's `SplitURL`: host labels and port (`""` if `net.SplitHostPort` fails).
+fn split_url(host: &str) -> (Vec<&str>, &str) {
+    let (h, port) = split_host_port(host).unwrap_or((host, ""));
+    (h.split('.').collect(), port)
+}
+
+/// Go `net.SplitHostPort`; `None` where Go returns an error.
+fn split_host_port(hostport: &str) -> Option<(&str, &str)> {
+    let i = hostport.rfind(':')?;
+    let (host, j, k) = if hostport.starts_with('[') {
+        let end = hostport.find(']')?;
+        if end + 1 != i {
+            return None;
+        }
+        (&hostport[1..end], 1, end + 1)
+    } else {
+        let host = &hostport[..i];
+        if host.contains(':') {
+            return None;
+        }
+        (host, 0, 0)
+    };
+    if hostport[j..].contains('[') || hostport[k..].contains(']') {
+        return None;
+    }
+    Some((host, &hostport[i + 1..]))
+}
+
+/// The parts of a Go `url.URL` the keyring uses. `path` is percent-decoded, as Go's
+/// `URL.Path` is.
+#[derive(Debug, PartialEq, Eq)]
+struct GoUrl {
+    host: String,
+    path: String,
+}
+
+impl GoUrl {
+    /// Parses `http://…` or `https://…` the way Go's `url.Parse` does, returning `None`
+    /// where it returns an error. Only the checks that registry keys and repository names
+    /// can reach are reproduced: control characters, the fragment's and path's `%`
+    /// escapes, the port, and the characters Go refuses in a host name.
+    fn parse(s: &str) -> Option<GoUrl> {
+        if s.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            return None;
+        }
+        let rest = s
+            .strip_prefix("https://")
+            .or_else(|| s.strip_prefix("http://"))?;
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((r, f)) => (r, Some(f)),
+            None => (rest, None),
+        };
+        if let Some(f) = fragment {
+            percent_decode(f)?;
+        }
+        let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let host = match authority.rfind('@') {
+            Some(i) => {
+                if !valid_userinfo(&authority[..i]) {
+                    return None;
+                }
+                &authority[i + 1..]
+            }
+            None => authority,
+        };
+        if !valid_host(host) {
+            return None;
+        }
+        let path = percent_decode(path)?;
+        Some(GoUrl {
+            host: host.to_owned(),
+            path,
+        })
+    }
+}
+
+/// Go `url.parseHost` + `unescape(host, encodeHost)`, as a yes/no.
+fn valid_host(host: &str) -> bool {
+    let name = if host.starts_with('[') {
+        let Some(end) = host.rfind(']') else {
+            return false;
+        };
+        if !valid_optional_port(&host[end + 1..]) {
+            return false;
+        }
+        &host[..=end]
+    } else if let Some(i) = host.rfind(':') {
+        if !valid_optional_port(&host[i..]) {
+            return false;
+        }
+        host
+    } else {
+        host
+    };
+    name.bytes()
+        .all(|b| b >= 0x80 || b.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]<>\"".contains(&b))
+}
+
+/// Go `validOptionalPort`: empty, or `:` followed by digits only.
+fn valid_optional_port(port: &str) -> bool {
+    match port.strip_prefix(':') {
+        None => port.is_empty(),
+        Some(digits) => digits.bytes().all(|b| b.is_ascii_digit()),
+    }
+}
+
+/// Go `validUserinfo`.
+fn valid_userinfo(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b >= 0x80 || b.is_ascii_alphanumeric() || b"-._:~!$&'()*+,;=%@".contains(&b))
+}
+
+/// Go `unescape(s, encodePath)`: `%XX` becomes the byte; a bad escape is an error.
+fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_owned());
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A malformed `filepath.Match` pattern (Go's `ErrBadPattern`).
+#[derive(Debug, PartialEq, Eq)]
+struct BadPattern;
+
+/// Go `path/filepath.Match` on Unix (separator `/`, `\` escapes): `*` matches any run of
+/// non-`/` characters, `?` one non-`/` character, `[…]` / `[^…]` a class of characters
+/// and ranges. A malformed pattern is an error even when an earlier part already failed
+/// to match.
+fn filepath_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let name: Vec<char> = name.chars().collect();
+    let mut pattern: &[char] = &pattern;
+    let mut name: &[char] = &name;
+    'pattern: while !pattern.is_empty() {
+        let (star, chunk, rest) = scan_chunk(pattern);
+        pattern = rest;
+        if star && chunk.is_empty() {
+            return Ok(!name.contains(&'/'));
+        }
+        let (t, ok) = match match_chunk(chunk, name) {
+            Ok(Some(t)) => (t, true),
+            Ok(None) => (name, false),
+            Err(e) => return Err(e),
+        };
+        if ok && (t.is_empty() || !pattern.is_empty()) {
+            name = t;
+            continue;
+        }
+        if star {
+            let mut i = 0;
+            while i < name.len() && name[i] != '/' {
+                if let Some(t) = match_chunk(chunk, &name[i + 1..])? {
+                    if pattern.is_empty() && !t.is_empty() {
+                        i += 1;
+                        continue;
+                    }
+                    name = t;
+                    continue 'pattern;
+                }
+                i += 1;
+            }
+        }
+        while !pattern.is_empty() {
+            let (_, chunk, rest) = scan_chunk(pattern);
+            pattern = rest;
+            match_chunk(chunk, &[])?;
+        }
+        return Ok(false);
+    }
+    Ok(name.is_empty())
+}
+
+/// Go `scanChunk`: leading stars, then everything up to the next unbracketed `*`.
+fn scan_chunk(mut pattern: &[char]) -> (bool, &[char], &[char]) {
+    let mut star = false;
+    while pattern.first() == Some(&'*') {
+        pattern = &pattern[1..];
+        star = true;
+    }
+    let mut in_range = false;
+    let mut i = 0;
+    while i < pattern.len() {
+        match pattern[i] {
+            // An escape skips the next character (a trailing `\` is caught by
+            // `match_chunk`).
+            '\\' if i + 1 < pattern.len() => i += 1,
+            '[' => in_range = true,
+            ']' => in_range = false,
+            '*' if !in_range => break,
+            _ => {}
+        }
+        i += 1;
+    }
+    (star, &pattern[..i], &pattern[i..])
+}
+
+/// Go `matchChunk`: `Ok(Some(rest))` on a match, `Ok(None)` on a mismatch (after checking
+/// the rest of the chunk is well-formed), `Err` on a malformed chunk.
+fn match_chunk<'a>(
+    mut chunk: &[char],
+    mut s: &'a [char],
+) -> Result<Option<&'a [char]>, BadPattern> {
+    let mut failed = false;
+    while !chunk.is_empty() {
+        if !failed && s.is_empty() {
+            failed = true;
+        }
+        match chunk[0] {
+            '[' => {
+                let mut r = '\0';
+                if !failed {
+                    r = s[0];
+                    s = &s[1..];
+                }
+                chunk = &chunk[1..];
+                let negated = chunk.first() == Some(&'^');
+                if negated {
+                    chunk = &chunk[1..];
+                }
+                let mut matched = false;
+                let mut nrange = 0;
+                loop {
+                    if chunk.first() == Some(&']') && nrange > 0 {
+                        chunk = &chunk[1..];
+                        break;
+                    }
+                    let (lo, rest) = get_esc(chunk)?;
+                    chunk = rest;
+                    let mut hi = lo;
+                    if chunk[0] == '-' {
+                        let (h, rest) = get_esc(&chunk[1..])?;
+                        hi = h;
+                        chunk = rest;
+                    }
+                    if lo <= r && r <= hi {
+                        matched = true;
+                    }
+                    nrange += 1;
+                }
+                if matched == negated {
+                    failed = true;
+                }
+            }
+            '?' => {
+                if !failed {
+                    if s[0] == '/' {
+                        failed = true;
+                    }
+                    s = &s[1..];
+                }
+                chunk = &chunk[1..];
+            }
+            c => {
+                let c = if c == '\\' {
+                    chunk = &chunk[1..];
+                    *chunk.first().ok_or(BadPattern)?
+                } else {
+                    c
+                };
+                if !failed {
+                    if c != s[0] {
+                        failed = true;
+                    }
+                    s = &s[1..];
+                }
+                chunk = &chunk[1..];
+            }
+        }
+    }
+    Ok(if failed { None } else { Some(s) })
+}
+
+/// Go `getEsc`: one possibly escaped class character; the chunk must not end after it.
+fn get_esc(chunk: &[char]) -> Result<(char, &[char]), BadPattern> {
+    let mut chunk = chunk;
+    match chunk.first() {
+        None | Some('-') | Some(']') => return Err(BadPattern),
+        Some('\\') => {
+            chunk = &chunk[1..];
+            if chunk.is_empty() {
+                return Err(BadPattern);
+            }
+        }
+        Some(_) => {}
+    }
+    let r = chunk[0];
+    let rest = &chunk[1..];
+    if rest.is_empty() {
+        return Err(BadPattern);
+    }
+    Ok((r, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::docker_config::DockerConfigEntry;
+    use crate::credentials::secret::Secret;
+
+    fn config(entries: &[(&str, &str)]) -> DockerConfig {
+        let mut c = DockerConfig::new();
+        for (key, user) in entries {
+            c.insert(
+                *key,
+                DockerConfigEntry {
+                    username: (*user).to_owned(),
+                    password: Secret::new(format!("{user}-pw")),
+                    email: String::new(),
+                },
+            );
+        }
+        c
+    }
+
+    fn users(creds: &[Credential]) -> Vec<&str> {
+        creds.iter().map(|c| c.username.as_str()).collect()
+    }
+
+    #[test]
+    fn index_is_reverse_sorted_and_deduplicated() {
+        let mut k = Keyring::new();
+        k.add(
+            &config(&[
+                ("quay.io", "a"),
+                ("https://quay.io/v1/", "b"),
+                ("quay.io/coreos", "c"),
+                ("*.quay.io", "d"),
+                ("registry.quay.io", "e"),
+            ]),
+            "t",
+        );
+        assert_eq!(
+            k.index_keys(),
+            ["registry.quay.io", "quay.io/coreos", "quay.io", "*.quay.io"]
+        );
+        // Both keys that index to "quay.io" keep their credential, in config-key order.
+        assert_eq!(users(&k.lookup("quay.io/coreos/etcd")), ["c", "b", "a"]);
+        assert_eq!(users(&k.lookup("registry.quay.io/x")), ["e", "d"]);
+    }
+
+    #[test]
+    fn secrets_sharing_a_key_keep_insertion_order() {
+        let mut k = Keyring::new();
+        k.add(&config(&[("ghcr.io", "first")]), "s1");
+        k.add(&config(&[("ghcr.io", "second")]), "s2");
+        let found = k.lookup("ghcr.io/o/r");
+        assert_eq!(users(&found), ["first", "second"]);
+        assert_eq!(found[1].source.origin, "s2");
+    }
+
+    #[test]
+    fn hub_fallback_and_ports() {
+        let mut k = Keyring::new();
+        k.add(
+            &config(&[("https://index.docker.io/v1/", "hub"), ("r.io:5000", "p")]),
+            "t",
+        );
+        assert_eq!(users(&k.lookup("docker.io/library/busybox")), ["hub"]);
+        assert_eq!(users(&k.lookup("index.docker.io/library/busybox")), ["hub"]);
+        assert!(k.lookup("r.io/x").is_empty());
+        assert_eq!(users(&k.lookup("r.io:5000/x")), ["p"]);
+        let other = Keyring::new();
+        assert_eq!(
+            users(&union_lookup(&[&other, &k], "docker.io/a/b")),
+            ["hub"]
+        );
+    }
+
+    #[test]
+    fn invalid_keys_are_skipped() {
+        let mut k = Keyring::new();
+        k.add(
+            &config(&[("bad host", "x"), ("r.io:port", "y"), ("ok.io", "z")]),
+            "t",
+        );
+        assert_eq!(k.index_keys(), ["ok.io"]);
+    }
+
+    #[test]
+    fn go_filepath_match() {
+        assert_eq!(filepath_match("*", "abc"), Ok(true));
+        assert_eq!(filepath_match("a*c", "abbbc"), Ok(true));
+        assert_eq!(filepath_match("a?c", "abc"), Ok(true));
+        assert_eq!(filepath_match("[a-c]x", "bx"), Ok(true));
+        assert_eq!(filepath_match("[^a-c]x", "bx"), Ok(false));
+        assert_eq!(filepath_match("\\*", "*"), Ok(true));
+        assert_eq!(filepath_match("[", "a"), Err(BadPattern));
+        assert_eq!(filepath_match("x[", "a"), Err(BadPattern));
+        assert_eq!(filepath_match("[]a]", "]"), Err(BadPattern));
+        assert_eq!(filepath_match("*x", "a/x"), Ok(false));
+        assert_eq!(filepath_match("a*b*c", "aXbYbZc"), Ok(true));
+    }
+
+    #[test]
+    fn go_split_host_port() {
+        assert_eq!(split_host_port("a.io:80"), Some(("a.io", "80")));
+        assert_eq!(split_host_port("a.io"), None);
+        assert_eq!(split_host_port("[::1]:5000"), Some(("::1", "5000")));
+        assert_eq!(split_host_port("a:b:80"), None);
+        assert_eq!(split_host_port("a.io:"), Some(("a.io", "")));
+    }
+
+    #[test]
+    fn go_url_parse() {
+        let u = GoUrl::parse("https://user@h.io:80/a%2Fb?q=1#f").unwrap();
+        assert_eq!(
+            u,
+            GoUrl {
+                host: "h.io:80".into(),
+                path: "/a/b".into()
+            }
+        );
+        assert!(GoUrl::parse("https://h.io:8a/x").is_none());
+        assert!(GoUrl::parse("https://h.io/%zz").is_none());
+        assert!(GoUrl::parse("https://*.h.io/x").is_some());
+    }
+}
