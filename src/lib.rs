@@ -4,6 +4,7 @@
 //! [`verdict`] → [`report`]. The [`engine`] runs that pipeline for many images; the CLI,
 //! the init container and the webhook are thin shells over it.
 
+pub mod cli;
 pub mod credentials;
 pub mod engine;
 pub mod manifest;

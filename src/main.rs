@@ -1,1 +1,5 @@
-fn main(){}
+//! The `pullcheck` binary: every subcommand is a thin shell in [`pullcheck::cli`].
+
+fn main() -> std::process::ExitCode {
+    pullcheck::cli::run()
+}

@@ -1,1 +1,23 @@
-//! (being written)
+//! Registry transport: our own thin OCI distribution client on reqwest + rustls.
+//!
+//! Layers, one file each, assembled in [`client::Registry::new`]:
+//! [`guard`] (realm, redirect and address policy, checked on the address actually
+//! connected to) → [`tls`] (roots, CA files, skip-verify profiles) → [`http`] (one request
+//! with a deadline and a body cap) → [`retry`] (backoff, `Retry-After`, within the overall
+//! deadline) → [`token`] (challenge → token, cached per registry, repository and credential)
+//! → [`client`] (HEAD/GET manifest). [`hosts`] reads containerd's `certs.d` layout to give
+//! the endpoints to try; [`challenge`] parses `WWW-Authenticate`.
+//!
+//! Nothing here decides a verdict: errors carry protocol facts ([`error`]) and the engine
+//! classifies them.
+
+pub mod challenge;
+pub mod client;
+pub mod error;
+pub mod guard;
+pub mod hosts;
+pub mod http;
+pub mod limits;
+pub mod retry;
+pub mod tls;
+pub mod token;

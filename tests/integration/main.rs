@@ -1,5 +1,5 @@
-
 mod conformance_credentials;
 mod conformance_platform;
-mod support;
+mod conformance_reference;
 mod harness_selftest;
+mod support;

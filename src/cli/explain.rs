@@ -1,0 +1,146 @@
+//! `pullcheck explain IMAGE`: how the image would be resolved, without contacting anything.
+//! What a person runs when a pull secret "doesn't work".
+
+use std::io::Write;
+
+use super::UsageError;
+use super::args::{ExplainArgs, Output};
+use crate::engine::PlatformPolicy;
+use crate::reference::{Reference, kubelet_image_sent_to_cri};
+use crate::registry::hosts;
+
+#[derive(serde::Serialize)]
+struct Explanation {
+    image: String,
+    reference: String,
+    registry: String,
+    repository: String,
+    manifest_reference: String,
+    kubelet_repo_to_pull: String,
+    kubelet_image_sent_to_cri: String,
+    endpoints: Vec<EndpointView>,
+    credentials: Vec<String>,
+    platform: String,
+}
+
+#[derive(serde::Serialize)]
+struct EndpointView {
+    url: String,
+    mirror: bool,
+    capabilities: Vec<&'static str>,
+    used_for_this_reference: bool,
+    credentials_sent: bool,
+    skip_verify: bool,
+    ca_files: Vec<String>,
+}
+
+/// Print the explanation; exit 0, or 10 for an invalid reference.
+pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
+    let reference = match Reference::parse(&a.image) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pullcheck: {e}");
+            return Ok(crate::verdict::Verdict::InvalidReference.exit_code());
+        }
+    };
+    let keychain = super::plan::keychain(&a.resolve)?;
+    let eps = hosts::endpoints(
+        a.resolve.hosts_dir.as_deref(),
+        reference.domain(),
+        &a.resolve.insecure_registry,
+    )
+    .map_err(|e| UsageError(e.to_string()))?;
+    let is_tag = reference.digest().is_none();
+    let platform = match super::plan::platform_policy(a.resolve.platform.as_deref())? {
+        PlatformPolicy::Any => "any (not checked)".to_string(),
+        PlatformPolicy::AnyOf(p) => p
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    let ex = Explanation {
+        image: a.image.clone(),
+        reference: reference.full(),
+        registry: reference.domain().to_string(),
+        repository: reference.path().to_string(),
+        manifest_reference: reference.manifest_reference(),
+        kubelet_repo_to_pull: reference.name(),
+        kubelet_image_sent_to_cri: kubelet_image_sent_to_cri(&a.image).unwrap_or_default(),
+        endpoints: eps
+            .iter()
+            .map(|e| EndpointView {
+                url: e.base_url(),
+                mirror: e.is_mirror,
+                capabilities: e.capabilities.names(),
+                used_for_this_reference: if is_tag {
+                    e.can_resolve_tags()
+                } else {
+                    e.capabilities.pull
+                },
+                credentials_sent: !e.is_mirror,
+                skip_verify: e.skip_verify,
+                ca_files: e.ca_files.iter().map(|p| p.display().to_string()).collect(),
+            })
+            .collect(),
+        credentials: keychain
+            .lookup_keys(&reference.name())
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        platform,
+    };
+    let mut out = std::io::stdout().lock();
+    let text = match a.output {
+        Output::Json => serde_json::to_string_pretty(&ex).unwrap_or_default() + "\n",
+        Output::Text => render(&ex),
+    };
+    let _ = out.write_all(text.as_bytes());
+    Ok(0)
+}
+
+fn render(ex: &Explanation) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("image:        {}\n", ex.image));
+    s.push_str(&format!("reference:    {}\n", ex.reference));
+    s.push_str(&format!("registry:     {}\n", ex.registry));
+    s.push_str(&format!("repository:   {}\n", ex.repository));
+    s.push_str(&format!(
+        "manifest:     /v2/{}/manifests/{}\n",
+        ex.repository, ex.manifest_reference
+    ));
+    s.push_str(&format!(
+        "kubelet:      keyring lookup {}; CRI receives {}\n",
+        ex.kubelet_repo_to_pull, ex.kubelet_image_sent_to_cri
+    ));
+    s.push_str("endpoints (in order):\n");
+    for (i, e) in ex.endpoints.iter().enumerate() {
+        s.push_str(&format!(
+            "  {}. {}{} [{}]{}{}\n",
+            i + 1,
+            e.url,
+            if e.mirror {
+                " (mirror, ?ns=, no credentials)"
+            } else {
+                ""
+            },
+            e.capabilities.join(","),
+            if e.used_for_this_reference {
+                ""
+            } else {
+                " — skipped: tags need resolve"
+            },
+            if e.skip_verify { " skip_verify" } else { "" }
+        ));
+    }
+    if ex.credentials.is_empty() {
+        s.push_str("credentials:  none match: one anonymous attempt\n");
+    } else {
+        s.push_str("credentials (tried in order until one pulls):\n");
+        for (i, c) in ex.credentials.iter().enumerate() {
+            s.push_str(&format!("  {}. {c}\n", i + 1));
+        }
+    }
+    s.push_str(&format!("platform:     {}\n", ex.platform));
+    s
+}

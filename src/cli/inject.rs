@@ -1,0 +1,144 @@
+//! `pullcheck inject`: add the pullcheck init container to manifests (stdout), warnings on
+//! stderr.
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::UsageError;
+use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream};
+use crate::k8s::templates::Table;
+use crate::verdict::code;
+
+/// The largest manifest stream read, in bytes.
+pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What the podFailurePolicy does with the transient code (20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transient {
+    /// Count toward backoffLimit.
+    Count,
+    /// Don't count (set activeDeadlineSeconds to bound the retries).
+    Ignore,
+}
+
+/// Arguments of `pullcheck inject`.
+#[derive(Debug, Clone, Args)]
+pub struct InjectArgs {
+    /// Manifest file (multi-document YAML), or - for stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", help_heading = "Input",
+        long_help = "The manifests to rewrite: a multi-document YAML file, or - to read stdin. \
+The result goes to stdout; comments and anchors are not kept, key order and every field are.")]
+    pub filename: PathBuf,
+
+    /// Kind → pod-template paths file extending the built-in table.
+    #[arg(long = "kinds", value_name = "FILE", help_heading = "Input",
+        long_help = "A YAML list of {apiVersion, kind, podTemplatePaths, jobSpecPath, \
+runPolicyPath} rows for kinds pullcheck doesn't know (Volcano, Argo, RayJob…); a row replaces a \
+built-in with the same apiVersion and kind. Paths are dotted or JSON pointers, * matches every \
+map key or list element. See docs/fail-fast.md.")]
+    pub kinds: Option<PathBuf>,
+
+    /// The checker's image (pin it by digest; mirror it next to the workload).
+    #[arg(long = "image", value_name = "IMAGE", help_heading = "Init container",
+        default_value_t = default_image(),
+        long_help = "The pullcheck image for the init container, pulled with IfNotPresent. It is \
+the one image that can itself leave a pod in Init:ImagePullBackOff: mirror it to the registry \
+your workloads use and pin it by digest (lint flags an unpinned one).")]
+    pub image: String,
+
+    /// CPU request and limit of the init container.
+    #[arg(long = "cpu", value_name = "QUANTITY", help_heading = "Init container",
+        default_value = DEFAULT_CPU,
+        long_help = "CPU request, equal to the limit, as a Kubernetes quantity. Too small a limit \
+throttles the TLS handshake. Explicit values keep a LimitRange from injecting its defaults.")]
+    pub cpu: String,
+
+    /// Memory request and limit of the init container.
+    #[arg(long = "memory", value_name = "QUANTITY", help_heading = "Init container",
+        default_value = DEFAULT_MEMORY,
+        long_help = "Memory request, equal to the limit, as a Kubernetes quantity. Too small a \
+limit ends in an OOM kill (exit 137), which podFailurePolicy does not treat as pullcheck's.")]
+    pub memory: String,
+
+    /// Extra argument for `pullcheck check` (repeatable), e.g. --check-arg=--platform=any.
+    #[arg(long = "check-arg", value_name = "ARG", help_heading = "Init container",
+        allow_hyphen_values = true,
+        long_help = "Appended to the init container's `check` arguments, before the images; \
+repeat for several (--check-arg=--hosts-dir=/etc/containerd/certs.d).")]
+    pub check_args: Vec<String>,
+
+    /// Also set podFailurePolicy on Jobs with restartPolicy Never.
+    #[arg(long = "fail-fast", help_heading = "Job policy",
+        long_help = "For batch Jobs, CronJob job templates and JobSet jobs whose pod template has \
+restartPolicy Never: put rules first in podFailurePolicy sending pullcheck's codes 10-14 to \
+FailJob and 20 to Count (see --transient). A restartPolicy is never changed: a warning says why \
+the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPolicy.")]
+    pub fail_fast: bool,
+
+    /// Rule action for pullcheck's transient code 20.
+    #[arg(long = "transient", value_name = "ACTION", help_heading = "Job policy",
+        value_enum, default_value_t = Transient::Count,
+        long_help = "count: a transient failure (registry down, timeout) uses one of backoffLimit's \
+retries. ignore: it doesn't, so retries only stop at activeDeadlineSeconds (warned when unset).")]
+    pub transient: Transient,
+}
+
+impl InjectArgs {
+    /// The library options these flags describe.
+    pub fn options(&self) -> InjectOptions {
+        InjectOptions {
+            image: self.image.clone(),
+            cpu: self.cpu.clone(),
+            memory: self.memory.clone(),
+            check_args: self.check_args.clone(),
+            fail_fast: self.fail_fast,
+            transient: match self.transient {
+                Transient::Count => TransientAction::Count,
+                Transient::Ignore => TransientAction::Ignore,
+            },
+        }
+    }
+}
+
+/// Read a manifest stream from a file or `-` (stdin), capped at [`MAX_INPUT_BYTES`].
+pub fn read_input(path: &std::path::Path) -> Result<String, UsageError> {
+    let shown = path.display();
+    let mut text = String::new();
+    let result = if path.as_os_str() == "-" {
+        std::io::stdin().take(MAX_INPUT_BYTES).read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT_BYTES).read_to_string(&mut text))
+    };
+    result.map_err(|e| UsageError(format!("{shown}: cannot read: {e}")))?;
+    Ok(text)
+}
+
+/// The kind table: built-ins, extended by `--kinds` when given.
+pub fn load_table(kinds: Option<&std::path::Path>) -> Result<Table, UsageError> {
+    match kinds {
+        None => Ok(Table::builtin()),
+        Some(p) => Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string())),
+    }
+}
+
+/// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
+/// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
+pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
+    let table = load_table(a.kinds.as_deref())?;
+    let text = read_input(&a.filename)?;
+    let shown = a.filename.display();
+    let (out, warnings) = inject_stream(&text, &a.options(), &table)
+        .map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    for (doc, w) in warnings {
+        let at = if w.path.is_empty() { String::new() } else { format!(" {}", w.path) };
+        eprintln!("pullcheck: warning: {shown}: document {doc}{at}: {}", w.message);
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(code::OK),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code::OK),
+        Err(e) => Err(UsageError(format!("stdout: cannot write: {e}"))),
+    }
+}

@@ -1,0 +1,91 @@
+//! `pullcheck lint`: report the gaps that keep a broken image from failing a workload fast.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::UsageError;
+use super::inject::{load_table, read_input};
+use crate::k8s::lint::{Finding, lint_stream};
+use crate::verdict::code;
+
+/// Version of the `--output json` document (bump on any incompatible change).
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// Output format of `pullcheck lint`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LintOutput {
+    /// One line per finding on stdout.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Arguments of `pullcheck lint`.
+#[derive(Debug, Clone, Args)]
+pub struct LintArgs {
+    /// Manifest file (multi-document YAML), or - for stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", help_heading = "Input",
+        long_help = "The manifests to check: a multi-document YAML file, or - to read stdin. \
+Unknown kinds are ignored; workloads annotated pullcheck.io/skip: \"true\" are too.")]
+    pub filename: PathBuf,
+
+    /// Kind → pod-template paths file extending the built-in table.
+    #[arg(long = "kinds", value_name = "FILE", help_heading = "Input",
+        long_help = "The same YAML list of {apiVersion, kind, podTemplatePaths, jobSpecPath, \
+runPolicyPath} rows that `inject --kinds` reads.")]
+    pub kinds: Option<PathBuf>,
+
+    /// Exit 30 when there is any finding.
+    #[arg(long = "strict", help_heading = "Output",
+        long_help = "Exit with code 30 (lint_findings) when there is at least one finding, for CI; \
+without it lint exits 0 whatever it finds.")]
+    pub strict: bool,
+
+    /// Output format: text or json.
+    #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
+        value_enum, default_value_t = LintOutput::Text,
+        long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \
+message`. json: {\"schemaVersion\": 1, \"findings\": [{rule, kind, namespace, name, document, \
+path, message}]}.")]
+    pub output: LintOutput,
+}
+
+/// One text line for a finding.
+fn line(file: &str, f: &Finding) -> String {
+    let ns = if f.namespace.is_empty() { String::new() } else { format!("{}/", f.namespace) };
+    format!(
+        "{file}: document {}: {} {ns}{}: {}: {}: {}",
+        f.document.unwrap_or(0),
+        f.kind,
+        f.name,
+        f.path,
+        f.rule,
+        f.message
+    )
+}
+
+/// Run `pullcheck lint`: findings on stdout; exit 0, or 30 with `--strict` and findings.
+/// Unreadable or invalid input is a usage error naming the file and document.
+pub fn run(a: LintArgs) -> Result<u8, UsageError> {
+    let table = load_table(a.kinds.as_deref())?;
+    let text = read_input(&a.filename)?;
+    let shown = a.filename.display().to_string();
+    let findings = lint_stream(&text, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    let body = match a.output {
+        LintOutput::Text => findings.iter().map(|f| line(&shown, f) + "\n").collect::<String>(),
+        LintOutput::Json => {
+            let doc = serde_json::json!({"schemaVersion": JSON_SCHEMA_VERSION, "findings": findings});
+            serde_json::to_string_pretty(&doc).map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
+                + "\n"
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(body.as_bytes()).and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(UsageError(format!("stdout: cannot write: {e}")));
+    }
+    Ok(if a.strict && !findings.is_empty() { code::LINT_FINDINGS } else { code::OK })
+}

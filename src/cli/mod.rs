@@ -1,0 +1,71 @@
+//! The command-line shell over the engine: parse flags, build a plan once, run, report.
+
+pub mod args;
+pub mod check;
+pub mod explain;
+pub mod plan;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::verdict::code;
+
+/// A problem with the user's input: printed as one line, exit 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parse argv, run the command, and return the process exit code.
+pub fn run() -> ExitCode {
+    let cli = args::Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        args::Command::Completion { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut args::Cli::command(),
+                "pullcheck",
+                &mut std::io::stdout(),
+            );
+            Ok(code::OK)
+        }
+        args::Command::Check(a) => runtime().and_then(|rt| rt.block_on(check::run(a))),
+        args::Command::Explain(a) => runtime().and_then(|rt| rt.block_on(explain::run(a))),
+    };
+    match result {
+        Ok(c) => ExitCode::from(c),
+        Err(e) => {
+            eprintln!("pullcheck: {e}");
+            ExitCode::from(code::USAGE)
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "pullcheck=debug",
+        _ => "pullcheck=trace,reqwest=debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

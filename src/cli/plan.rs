@@ -1,0 +1,104 @@
+//! Flags → [`Plan`] + [`Registry`], built once per run. Every error names the flag or file
+//! and says what to do.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::UsageError;
+use super::args::ResolveArgs;
+use crate::credentials::{DockerCliConfig, Keychain, load_pull_secrets};
+use crate::engine::{
+    DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan, PlatformPolicy,
+};
+use crate::platform::Platform;
+use crate::registry::client::Registry;
+use crate::registry::guard::{Guard, GuardPolicy};
+
+fn seconds(flag: &str, v: f64) -> Result<Duration, UsageError> {
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(UsageError(format!(
+            "{flag} {v}: must be a number of seconds between 0 and 86400"
+        )))
+    }
+}
+
+/// The platform policy from `--platform`.
+pub fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError> {
+    match flag {
+        Some("any") => Ok(PlatformPolicy::Any),
+        Some(p) => Platform::parse(p)
+            .map(|p| PlatformPolicy::AnyOf(vec![p]))
+            .map_err(|e| UsageError(format!("--platform {p}: {e}"))),
+        None => Ok(PlatformPolicy::AnyOf(vec![Platform::host()])),
+    }
+}
+
+fn list_or_default(given: &[String], default: &[&str]) -> Vec<String> {
+    if given.iter().any(|g| g == "none") {
+        vec![]
+    } else if given.is_empty() {
+        default.iter().map(|s| s.to_string()).collect()
+    } else {
+        given.to_vec()
+    }
+}
+
+/// Build the keychain from pull secrets and the Docker config.
+pub fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
+    let secrets = load_pull_secrets(&a.pull_secrets).map_err(|e| UsageError(e.to_string()))?;
+    let docker = if a.no_docker_config {
+        None
+    } else {
+        DockerCliConfig::load(a.docker_config.as_deref()).map_err(|e| UsageError(e.to_string()))?
+    };
+    Ok(Keychain::new(secrets, docker))
+}
+
+/// CA files: `--ca-file` values, then `SSL_CERT_FILE`.
+pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
+    let mut files = a.ca_file.clone();
+    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        files.push(PathBuf::from(f));
+    }
+    files
+}
+
+/// The plan and the transport for a run.
+pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
+    let timeout = seconds("--timeout", a.timeout)?;
+    let request_timeout = seconds("--request-timeout", a.request_timeout)?;
+    if a.concurrency == 0 || a.concurrency > 1024 {
+        return Err(UsageError(format!(
+            "--concurrency {}: must be between 1 and 1024",
+            a.concurrency
+        )));
+    }
+    if let Some(d) = &a.hosts_dir
+        && !d.is_dir()
+    {
+        return Err(UsageError(format!(
+            "--hosts-dir {}: not a directory; pass a containerd certs.d root such as /etc/containerd/certs.d",
+            d.display()
+        )));
+    }
+    let plan = Plan {
+        keychain: keychain(a)?,
+        hosts_dir: a.hosts_dir.clone(),
+        insecure: a.insecure_registry.clone(),
+        platform: platform_policy(a.platform.as_deref())?,
+        metered: list_or_default(&a.metered_registry, DEFAULT_METERED_REGISTRIES),
+        verify_platform_on_metered: a.verify_platform_on_metered,
+        node_credentials: list_or_default(&a.node_credentials, DEFAULT_NODE_CREDENTIAL_PATTERNS),
+        concurrency: a.concurrency,
+        timeout,
+    };
+    let registry = Registry::new(
+        ca_files(a),
+        Guard::new(GuardPolicy::default()),
+        request_timeout,
+    )
+    .map_err(|e| UsageError(e.to_string()))?;
+    Ok((plan, registry))
+}

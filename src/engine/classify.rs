@@ -1,0 +1,68 @@
+//! Registry error → verdict: one exhaustive match, so a new error kind can't silently
+//! become exit 1. The rules follow the registry behaviour collected in
+//! shared/reference/registry-and-kubelet-facts.md §3.4 and §3.8.
+
+use crate::registry::error::{Failure, RegistryError};
+use crate::verdict::Verdict;
+
+/// The verdict and one-line detail for a failed request.
+pub fn verdict_for(e: &RegistryError) -> (Verdict, String) {
+    match e {
+        RegistryError::Status {
+            status,
+            diagnostics,
+            credential_sent,
+            from_token_endpoint,
+            ..
+        } => {
+            let code = diagnostics.first().map(|d| d.code.as_str()).unwrap_or("");
+            match status {
+                404 => {
+                    let what = match code {
+                        "NAME_UNKNOWN" => "repository unknown",
+                        "MANIFEST_UNKNOWN" => "manifest unknown",
+                        _ => "not found",
+                    };
+                    (Verdict::NotFound, format!("{what} ({e})"))
+                }
+                401 | 403 if *credential_sent => {
+                    let by = if *from_token_endpoint {
+                        "token endpoint refused the credentials"
+                    } else {
+                        "credentials refused or grant lacks pull"
+                    };
+                    (Verdict::Denied, format!("{by} ({e})"))
+                }
+                401 | 403 => (
+                    Verdict::Unauthenticated,
+                    format!(
+                        "missing or private: the registry wants credentials and none matched ({e})"
+                    ),
+                ),
+                408 | 429 | 500..=599 => (Verdict::Transient, format!("{e} after retries")),
+                400..=499 => (
+                    Verdict::NotFound,
+                    format!("registry refused the request ({e})"),
+                ),
+                _ => (Verdict::Transient, format!("unexpected answer ({e})")),
+            }
+        }
+        RegistryError::Transport { failure, .. } => match failure {
+            Failure::Guard(m) => (
+                Verdict::Denied,
+                format!("blocked by pullcheck's address guard: {m}"),
+            ),
+            Failure::TooLarge(n) => (
+                Verdict::NotFound,
+                format!("manifest larger than {n} bytes: containerd rejects it as not found ({e})"),
+            ),
+            Failure::Dns(_)
+            | Failure::Connect(_)
+            | Failure::Tls(_)
+            | Failure::Timeout
+            | Failure::Redirect(_)
+            | Failure::Other(_) => (Verdict::Transient, format!("{e}")),
+        },
+        RegistryError::Protocol { .. } => (Verdict::Transient, format!("{e}")),
+    }
+}

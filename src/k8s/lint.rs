@@ -1,0 +1,291 @@
+//! Find the gaps that keep a broken image from failing a workload fast.
+//!
+//! Every finding has a stable rule id ([`rule`]), the workload, a JSON pointer and a message
+//! of at most 120 characters (the webhook reuses them as admission warnings, whose advised
+//! limit that is). Batch defaults are from the batch/v1 API: backoffLimit 6, no deadline,
+//! no TTL; a bare Pod's restartPolicy defaults to Always.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::inject::{CONTAINER_NAME, is_windows, skipped};
+use super::policy::covers_pullcheck_codes;
+use super::templates::{PodTemplateRef, Slot, Table, namespace_and_name, pod_templates, template_images};
+
+/// Stable rule ids; the text after each is what the rule means.
+pub mod rule {
+    /// A pod template (or Kubeflow replica) whose restartPolicy is not Never.
+    pub const RESTART_POLICY: &str = "restart-policy-not-never";
+    /// A Kubeflow replica with restartPolicy ExitCode (code 20 becomes permanent).
+    pub const RESTART_POLICY_EXIT_CODE: &str = "restart-policy-exit-code";
+    /// A Job without backoffLimit (default 6 retries).
+    pub const BACKOFF_LIMIT: &str = "backoff-limit-unset";
+    /// A Job without podFailurePolicy.
+    pub const POD_FAILURE_POLICY: &str = "pod-failure-policy-missing";
+    /// A podFailurePolicy that doesn't send pullcheck's permanent codes to FailJob.
+    pub const POD_FAILURE_POLICY_CODES: &str = "pod-failure-policy-without-pullcheck";
+    /// No activeDeadlineSeconds on the Job, the pod or the runPolicy.
+    pub const ACTIVE_DEADLINE: &str = "active-deadline-unset";
+    /// No ttlSecondsAfterFinished: finished Jobs and their pods linger.
+    pub const TTL: &str = "ttl-unset";
+    /// Kubeflow `runPolicy.backoffLimit` unset.
+    pub const RUN_POLICY_BACKOFF_LIMIT: &str = "run-policy-backoff-limit-unset";
+    /// Kubeflow `runPolicy.cleanPodPolicy` unset or None.
+    pub const CLEAN_POD_POLICY: &str = "run-policy-clean-pod-policy";
+    /// An image with imagePullPolicy Never: it must already be on the node.
+    pub const IMAGE_PULL_NEVER: &str = "image-pull-never";
+    /// A `latest` (or untagged) image with IfNotPresent: a node copy may be all there is.
+    pub const IMAGE_LATEST_IF_NOT_PRESENT: &str = "image-latest-if-not-present";
+    /// The pullcheck init container's image is not pinned by digest.
+    pub const PULLCHECK_UNPINNED: &str = "pullcheck-image-unpinned";
+    /// A pod template without the pullcheck init container.
+    pub const PULLCHECK_MISSING: &str = "pullcheck-missing";
+
+    /// Every rule id, in the order checks run.
+    pub const ALL: &[&str] = &[
+        PULLCHECK_MISSING,
+        PULLCHECK_UNPINNED,
+        RESTART_POLICY,
+        RESTART_POLICY_EXIT_CODE,
+        IMAGE_PULL_NEVER,
+        IMAGE_LATEST_IF_NOT_PRESENT,
+        BACKOFF_LIMIT,
+        POD_FAILURE_POLICY,
+        POD_FAILURE_POLICY_CODES,
+        ACTIVE_DEADLINE,
+        TTL,
+        RUN_POLICY_BACKOFF_LIMIT,
+        CLEAN_POD_POLICY,
+    ];
+}
+
+/// One gap in one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable rule id (one of [`rule::ALL`]).
+    pub rule: &'static str,
+    /// The workload's kind.
+    pub kind: String,
+    /// `metadata.namespace` ("" when unset).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// 1-based document number; `None` from [`lint_object`], set by stream callers.
+    pub document: Option<usize>,
+    /// JSON pointer to the field at fault (possibly absent from the object).
+    pub path: String,
+    /// One line, at most 120 characters.
+    pub message: String,
+}
+
+struct Ctx<'a> {
+    obj: &'a Value,
+    out: Vec<Finding>,
+}
+
+impl Ctx<'_> {
+    fn push(&mut self, rule: &'static str, path: impl Into<String>, message: impl Into<String>) {
+        let (namespace, name) = namespace_and_name(self.obj);
+        let kind = self.obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let message = message.into();
+        debug_assert!(message.chars().count() <= 120, "{message}");
+        self.out.push(Finding { rule, kind, namespace, name, document: None, path: path.into(), message });
+    }
+
+    fn has(&self, pointer: &str) -> bool {
+        self.obj.pointer(pointer).is_some_and(|v| !v.is_null())
+    }
+
+    fn str(&self, pointer: &str) -> Option<&str> {
+        self.obj.pointer(pointer).and_then(Value::as_str)
+    }
+}
+
+/// The findings for one object (items of a `v1 List` included); none for unknown kinds and
+/// workloads annotated `pullcheck.io/skip: "true"`.
+pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
+    if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && obj.get("kind").and_then(Value::as_str) == Some("List")
+    {
+        let items = obj.get("items").and_then(Value::as_array).into_iter().flatten();
+        return items.flat_map(|i| lint_object(i, table)).collect();
+    }
+    if table.lookup(obj).is_none() || skipped(obj) {
+        return Vec::new();
+    }
+    let mut cx = Ctx { obj, out: Vec::new() };
+    let templates: Vec<PodTemplateRef> = pod_templates(obj, table)
+        .into_iter()
+        .filter(|t| obj.pointer(&t.pointer).is_some_and(|v| !is_windows(v) && !skipped(v)))
+        .collect();
+    for t in &templates {
+        template_findings(&mut cx, t);
+    }
+    let mut jobs: Vec<&str> = templates.iter().filter_map(|t| t.job_spec.as_deref()).collect();
+    jobs.dedup();
+    for (job, t) in jobs.iter().filter_map(|j| templates.iter().find(|t| t.job_spec.as_deref() == Some(j)).map(|t| (*j, t))) {
+        job_findings(&mut cx, job, &t.pointer);
+    }
+    if let Some(rp) = templates.iter().find_map(|t| t.run_policy.clone()) {
+        run_policy_findings(&mut cx, &rp);
+    }
+    cx.out
+}
+
+/// True when an image is pinned by digest (`…@sha256:…`).
+fn pinned(image: &str) -> bool {
+    image.contains('@')
+}
+
+/// True for `latest` or an untagged (hence `latest`) image that isn't pinned by digest.
+fn is_latest(image: &str) -> bool {
+    if pinned(image) {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, tag)) => tag == "latest",
+        None => true,
+    }
+}
+
+fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
+    let Some(template) = cx.obj.pointer(&t.pointer) else { return };
+    let uses = template_images(template, &t.pointer);
+    let ours = uses.iter().find(|u| u.slot == Slot::InitContainer && u.container == CONTAINER_NAME);
+    match ours {
+        None => cx.push(
+            rule::PULLCHECK_MISSING,
+            format!("{}/spec/initContainers", t.pointer),
+            "no pullcheck init container: run `pullcheck inject` so a missing image fails the pod",
+        ),
+        Some(u) if !pinned(&u.image) => cx.push(
+            rule::PULLCHECK_UNPINNED,
+            u.pointer.clone(),
+            "pullcheck image not pinned by digest: mirror it next to the workload and pin @sha256",
+        ),
+        Some(_) => {}
+    }
+    if t.run_policy.is_none() {
+        let path = format!("{}/spec/restartPolicy", t.pointer);
+        let default = if t.job_spec.is_some() { "unset" } else { "Always (default)" };
+        let rp = cx.str(&path).unwrap_or(default).to_string();
+        if rp != "Never" {
+            let msg = format!("restartPolicy {rp}: a failed init container restarts instead of failing the pod");
+            cx.push(rule::RESTART_POLICY, path, msg);
+        }
+    } else {
+        let replica = t.pointer.strip_suffix("/template").unwrap_or(&t.pointer);
+        let path = format!("{replica}/restartPolicy");
+        match cx.str(&path).map(str::to_string).as_deref() {
+            Some("Never") => {}
+            Some("ExitCode") => cx.push(
+                rule::RESTART_POLICY_EXIT_CODE,
+                path,
+                "restartPolicy ExitCode fails on codes 1-127: transient pullcheck code 20 is final too",
+            ),
+            other => {
+                let msg = format!("replica restartPolicy {}: a failed pod is restarted; set Never", other.unwrap_or("unset"));
+                cx.push(rule::RESTART_POLICY, path, msg);
+            }
+        }
+    }
+    for u in &uses {
+        let image = short(&u.image);
+        match u.pull_policy.as_deref() {
+            Some("Never") => {
+                let msg = format!("{}: imagePullPolicy Never: image must already be on the node; not checked", image);
+                cx.push(rule::IMAGE_PULL_NEVER, policy_pointer(&u.pointer, u.slot), msg);
+            }
+            Some("IfNotPresent") if is_latest(&u.image) => {
+                let msg = format!("{}: latest with IfNotPresent may run a node-only copy; pin a tag or digest", image);
+                cx.push(rule::IMAGE_LATEST_IF_NOT_PRESENT, policy_pointer(&u.pointer, u.slot), msg);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Pointer to the pull-policy field beside an image field.
+fn policy_pointer(image_pointer: &str, slot: Slot) -> String {
+    match slot {
+        Slot::ImageVolume => image_pointer.replace("/image/reference", "/image/pullPolicy"),
+        _ => format!("{}PullPolicy", image_pointer),
+    }
+}
+
+/// An image shortened so messages stay within 120 characters.
+fn short(image: &str) -> String {
+    if image.chars().count() <= 40 {
+        image.to_string()
+    } else {
+        let tail: String = image.chars().rev().take(39).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("…{tail}")
+    }
+}
+
+fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
+    if !cx.has(&format!("{job}/backoffLimit")) {
+        cx.push(rule::BACKOFF_LIMIT, format!("{job}/backoffLimit"), "backoffLimit unset: the default 6 retries a failed check for minutes");
+    }
+    match cx.obj.pointer(&format!("{job}/podFailurePolicy")).filter(|p| !p.is_null()) {
+        None => cx.push(
+            rule::POD_FAILURE_POLICY,
+            format!("{job}/podFailurePolicy"),
+            "no podFailurePolicy: pullcheck's permanent codes 10-14 don't fail the Job at once",
+        ),
+        Some(p) if !covers_pullcheck_codes(p) => cx.push(
+            rule::POD_FAILURE_POLICY_CODES,
+            format!("{job}/podFailurePolicy/rules"),
+            "podFailurePolicy lacks a FailJob rule for container pullcheck, codes 10-14",
+        ),
+        Some(_) => {}
+    }
+    if !cx.has(&format!("{job}/activeDeadlineSeconds")) && !cx.has(&format!("{template}/spec/activeDeadlineSeconds")) {
+        cx.push(
+            rule::ACTIVE_DEADLINE,
+            format!("{job}/activeDeadlineSeconds"),
+            "no activeDeadlineSeconds: nothing bounds a pod stuck pulling an image",
+        );
+    }
+    if !cx.has(&format!("{job}/ttlSecondsAfterFinished")) && !cx.has("/spec/ttlSecondsAfterFinished") {
+        cx.push(rule::TTL, format!("{job}/ttlSecondsAfterFinished"), "no ttlSecondsAfterFinished: finished Jobs and pods linger");
+    }
+}
+
+fn run_policy_findings(cx: &mut Ctx<'_>, rp: &str) {
+    if !cx.has(&format!("{rp}/backoffLimit")) {
+        cx.push(
+            rule::RUN_POLICY_BACKOFF_LIMIT,
+            format!("{rp}/backoffLimit"),
+            "runPolicy.backoffLimit unset: failed workers may restart forever; set it (e.g. 0)",
+        );
+    }
+    let clean = cx.str(&format!("{rp}/cleanPodPolicy")).map(str::to_string);
+    if clean.as_deref().is_none_or(|c| c == "None") {
+        let msg = format!(
+            "cleanPodPolicy {}: pods of a failed job keep running and holding resources; use Running",
+            clean.as_deref().unwrap_or("unset (None)")
+        );
+        cx.push(rule::CLEAN_POD_POLICY, format!("{rp}/cleanPodPolicy"), msg);
+    }
+    if !cx.has(&format!("{rp}/activeDeadlineSeconds")) {
+        cx.push(rule::ACTIVE_DEADLINE, format!("{rp}/activeDeadlineSeconds"), "no runPolicy.activeDeadlineSeconds: nothing bounds a stuck job");
+    }
+    if !cx.has(&format!("{rp}/ttlSecondsAfterFinished")) {
+        cx.push(rule::TTL, format!("{rp}/ttlSecondsAfterFinished"), "no runPolicy.ttlSecondsAfterFinished: finished jobs linger");
+    }
+}
+
+/// Lint a whole YAML stream; findings carry their document number.
+pub fn lint_stream(text: &str, table: &Table) -> Result<Vec<Finding>, super::yaml::YamlError> {
+    let docs = super::yaml::parse_documents(text)?;
+    let mut out = Vec::new();
+    for d in docs {
+        out.extend(lint_object(&d.value, table).into_iter().map(|mut f| {
+            f.document = Some(d.number);
+            f
+        }));
+    }
+    Ok(out)
+}

@@ -1,0 +1,20 @@
+//! Kubernetes manifests in; images, injected manifests and lint findings out.
+//!
+//! - [`yaml`]: multi-document YAML I/O that keeps key order and unknown fields;
+//! - [`templates`]: the kind → pod-template table (data, extensible with `--kinds`) and the
+//!   image extraction shared by `inject`, `lint`, `scan` and the webhook;
+//! - [`inject`]: adds the `pullcheck` init container (and, with fail-fast, [`policy`]'s
+//!   podFailurePolicy rules);
+//! - [`lint`]: the gaps that keep a broken image from failing a workload fast.
+//!
+//! Nothing here touches the network; objects are plain [`serde_json::Value`]s.
+
+pub mod inject;
+pub mod lint;
+pub mod policy;
+pub mod templates;
+pub mod yaml;
+
+pub use inject::{CONTAINER_NAME, InjectOptions, TransientAction, Warning, inject_object};
+pub use lint::{Finding, lint_object};
+pub use templates::{ImageUse, PodTemplateRef, Slot, Table, images, pod_templates};

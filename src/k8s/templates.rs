@@ -1,0 +1,351 @@
+//! Where pod templates live in each workload kind, and which images a pod template uses.
+//!
+//! The kind → path table is data ([`BUILTIN`]) that a user config file (`--kinds FILE`)
+//! extends: a YAML list of entries such as
+//!
+//! ```yaml
+//! - apiVersion: ray.io/v1          # group/version, or just the group for every version
+//!   kind: RayJob
+//!   podTemplatePaths: [spec.rayClusterSpec.headGroupSpec.template,
+//!                      "spec.rayClusterSpec.workerGroupSpecs[*].template"]
+//!   jobSpecPath: null              # where a batch podFailurePolicy goes (optional)
+//!   runPolicyPath: null            # a Kubeflow-style runPolicy (optional)
+//! ```
+//!
+//! Paths are dot-separated (`spec.jobTemplate.spec.template`) or JSON pointers
+//! (`/spec/jobTemplate/spec/template`); `*` (or `[*]`) matches every key of a map or every
+//! element of a list; the empty path is the object itself (a Pod). User entries replace a
+//! built-in with the same apiVersion and kind.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One row of the table: how to find the pod templates of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KindEntry {
+    /// `group/version` (`batch/v1`, `v1` for core) or a bare group matching every version.
+    pub api_version: String,
+    /// The object's `kind`, case-sensitive.
+    pub kind: String,
+    /// Paths to PodTemplateSpec-shaped values (`metadata` + `spec`).
+    pub pod_template_paths: Vec<String>,
+    /// Path to the batch JobSpec owning the templates (podFailurePolicy, backoffLimit…).
+    #[serde(default)]
+    pub job_spec_path: Option<String>,
+    /// Path to a Kubeflow `runPolicy` (backoffLimit, cleanPodPolicy…), for operators that
+    /// create pods themselves.
+    #[serde(default)]
+    pub run_policy_path: Option<String>,
+}
+
+/// Built-in rows: (apiVersion, kind, pod template paths, job spec path, run policy path).
+///
+/// Kubeflow replica-spec field names are from the training-operator v1 CRDs
+/// (`pytorchReplicaSpecs`, `tfReplicaSpecs`, …); JobSet's from jobset.x-k8s.io v1alpha2.
+pub const BUILTIN: &[(&str, &str, &[&str], Option<&str>, Option<&str>)] = &[
+    ("batch/v1", "Job", &["spec.template"], Some("spec"), None),
+    ("batch/v1", "CronJob", &["spec.jobTemplate.spec.template"], Some("spec.jobTemplate.spec"), None),
+    ("v1", "Pod", &[""], None, None),
+    ("kubeflow.org/v1", "PyTorchJob", &["spec.pytorchReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v1", "TFJob", &["spec.tfReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v1", "MPIJob", &["spec.mpiReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v1", "XGBoostJob", &["spec.xgbReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v1", "PaddleJob", &["spec.paddleReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v1", "JAXJob", &["spec.jaxReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    ("kubeflow.org/v2beta1", "MPIJob", &["spec.mpiReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
+    (
+        "jobset.x-k8s.io",
+        "JobSet",
+        &["spec.replicatedJobs[*].template.spec.template"],
+        Some("spec.replicatedJobs[*].template.spec"),
+        None,
+    ),
+];
+
+/// A `--kinds` file that can't be read or doesn't have the expected shape.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplatesError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path as given.
+        path: String,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The file is not a YAML list of entries.
+    #[error("{path}: {message}; expected a YAML list of {{apiVersion, kind, podTemplatePaths}}")]
+    Shape {
+        /// The path as given.
+        path: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// The kind → pod-template table in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// Rows; later rows win over earlier ones with the same apiVersion and kind.
+    pub entries: Vec<KindEntry>,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl Table {
+    /// The built-in rows ([`BUILTIN`]).
+    pub fn builtin() -> Self {
+        let entries = BUILTIN
+            .iter()
+            .map(|(api, kind, paths, job, run)| KindEntry {
+                api_version: (*api).to_string(),
+                kind: (*kind).to_string(),
+                pod_template_paths: paths.iter().map(|p| (*p).to_string()).collect(),
+                job_spec_path: job.map(str::to_string),
+                run_policy_path: run.map(str::to_string),
+            })
+            .collect();
+        Self { entries }
+    }
+
+    /// Add rows (replacing built-ins with the same apiVersion and kind).
+    pub fn extend(&mut self, rows: Vec<KindEntry>) {
+        for row in rows {
+            self.entries.retain(|e| !(e.api_version == row.api_version && e.kind == row.kind));
+            self.entries.push(row);
+        }
+    }
+
+    /// The built-ins extended by the YAML text of a `--kinds` file (`path` is for messages).
+    pub fn with_config(path: &str, text: &str) -> Result<Self, TemplatesError> {
+        let shape = |message: String| TemplatesError::Shape { path: path.to_string(), message };
+        let docs = super::yaml::parse_documents(text).map_err(|e| shape(e.to_string()))?;
+        let mut table = Self::builtin();
+        for doc in docs {
+            let rows: Vec<KindEntry> = serde_json::from_value(doc.value)
+                .map_err(|e| shape(format!("document {}: {e}", doc.number)))?;
+            table.extend(rows);
+        }
+        Ok(table)
+    }
+
+    /// Read a `--kinds` file and extend the built-ins with it.
+    pub fn load(path: &str) -> Result<Self, TemplatesError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| TemplatesError::Read { path: path.to_string(), source })?;
+        Self::with_config(path, &text)
+    }
+
+    /// The row for an object, by its `apiVersion` and `kind` (last matching row wins; an
+    /// exact `group/version` row wins over a bare-group row).
+    pub fn lookup(&self, obj: &Value) -> Option<&KindEntry> {
+        let api = obj.get("apiVersion")?.as_str()?;
+        let kind = obj.get("kind")?.as_str()?;
+        let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+        let rows = || self.entries.iter().rev().filter(|e| e.kind == kind);
+        rows()
+            .find(|e| e.api_version == api)
+            .or_else(|| rows().find(|e| !e.api_version.contains('/') && !group.is_empty() && e.api_version == group))
+    }
+}
+
+/// One segment of a table path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Any,
+}
+
+fn parse_path(path: &str) -> Vec<Seg> {
+    let tokens: Vec<String> = if let Some(p) = path.strip_prefix('/') {
+        p.split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
+    } else {
+        path.replace("[*]", ".*").split('.').map(str::to_string).collect()
+    };
+    tokens
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| if t == "*" { Seg::Any } else { Seg::Key(t) })
+        .collect()
+}
+
+/// A JSON pointer (RFC 6901) from tokens.
+pub fn pointer(tokens: &[String]) -> String {
+    tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect()
+}
+
+/// Every concrete token path in `obj` matching a table path, in document order.
+fn resolve(obj: &Value, path: &str) -> Vec<Vec<String>> {
+    fn with(tokens: &[String], t: String) -> Vec<String> {
+        let mut p = tokens.to_vec();
+        p.push(t);
+        p
+    }
+    let mut found: Vec<(Vec<String>, &Value)> = vec![(Vec::new(), obj)];
+    for seg in parse_path(path) {
+        let mut next = Vec::new();
+        for (tokens, v) in found {
+            match (&seg, v) {
+                (Seg::Key(k), Value::Object(m)) => {
+                    if let Some(c) = m.get(k) {
+                        next.push((with(&tokens, k.clone()), c));
+                    }
+                }
+                (Seg::Key(k), Value::Array(a)) => {
+                    if let Some(c) = k.parse::<usize>().ok().and_then(|i| a.get(i)) {
+                        next.push((with(&tokens, k.clone()), c));
+                    }
+                }
+                (Seg::Any, Value::Object(m)) => {
+                    next.extend(m.iter().map(|(k, c)| (with(&tokens, k.clone()), c)))
+                }
+                (Seg::Any, Value::Array(a)) => {
+                    next.extend(a.iter().enumerate().map(|(i, c)| (with(&tokens, i.to_string()), c)))
+                }
+                _ => {}
+            }
+        }
+        found = next;
+    }
+    found.into_iter().filter(|(_, v)| v.is_object()).map(|(t, _)| t).collect()
+}
+
+/// A pod template found in an object, with the policy objects that govern it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTemplateRef {
+    /// JSON pointer to the PodTemplateSpec-shaped value (`""` for a Pod itself).
+    pub pointer: String,
+    /// JSON pointer to the batch JobSpec that owns it, when the kind has one.
+    pub job_spec: Option<String>,
+    /// JSON pointer to the Kubeflow `runPolicy` (it may be absent from the object).
+    pub run_policy: Option<String>,
+}
+
+/// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.
+pub fn pod_templates(obj: &Value, table: &Table) -> Vec<PodTemplateRef> {
+    let Some(entry) = table.lookup(obj) else { return Vec::new() };
+    let jobs: Vec<Vec<String>> =
+        entry.job_spec_path.as_deref().map(|p| resolve(obj, p)).unwrap_or_default();
+    let run_policy = entry.run_policy_path.as_deref().map(|p| {
+        pointer(&parse_path(p).into_iter().filter_map(|s| match s {
+            Seg::Key(k) => Some(k),
+            Seg::Any => None,
+        })
+        .collect::<Vec<_>>())
+    });
+    let mut out = Vec::new();
+    for path in &entry.pod_template_paths {
+        for tokens in resolve(obj, path) {
+            let job_spec = jobs.iter().filter(|j| tokens.starts_with(j)).max_by_key(|j| j.len());
+            out.push(PodTemplateRef {
+                pointer: pointer(&tokens),
+                job_spec: job_spec.map(|j| pointer(j)),
+                run_policy: run_policy.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Where an image appears in a pod spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slot {
+    /// `spec.initContainers[*].image` (native sidecars included).
+    InitContainer,
+    /// `spec.containers[*].image`.
+    Container,
+    /// `spec.volumes[*].image.reference` (image volumes).
+    ImageVolume,
+}
+
+/// One image used by a pod template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageUse {
+    /// Container name, or the volume name for an image volume.
+    pub container: String,
+    /// The image exactly as written.
+    pub image: String,
+    /// `imagePullPolicy` (or the image volume's `pullPolicy`) as written; `None` if unset.
+    pub pull_policy: Option<String>,
+    /// Which list it came from.
+    pub slot: Slot,
+    /// JSON pointer to the pod template it belongs to.
+    pub template: String,
+    /// JSON pointer to the image field itself.
+    pub pointer: String,
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The images of one pod template (`template` is the PodTemplateSpec-shaped value and
+/// `at` its pointer): init containers, containers, then image volumes, in list order.
+/// Entries without an image string are skipped.
+pub fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
+    let mut out = Vec::new();
+    let Some(spec) = template.get("spec") else { return out };
+    for (list, slot) in [("initContainers", Slot::InitContainer), ("containers", Slot::Container)] {
+        for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if let Some(image) = str_at(c, "image") {
+                out.push(ImageUse {
+                    container: str_at(c, "name").unwrap_or_default().to_string(),
+                    image: image.to_string(),
+                    pull_policy: str_at(c, "imagePullPolicy").map(str::to_string),
+                    slot,
+                    template: at.to_string(),
+                    pointer: format!("{at}/spec/{list}/{i}/image"),
+                });
+            }
+        }
+    }
+    for (i, v) in spec.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        if let Some(img) = v.get("image")
+            && let Some(reference) = str_at(img, "reference")
+        {
+            out.push(ImageUse {
+                container: str_at(v, "name").unwrap_or_default().to_string(),
+                image: reference.to_string(),
+                pull_policy: str_at(img, "pullPolicy").map(str::to_string),
+                slot: Slot::ImageVolume,
+                template: at.to_string(),
+                pointer: format!("{at}/spec/volumes/{i}/image/reference"),
+            });
+        }
+    }
+    out
+}
+
+/// Every image of every pod template of `obj`, in document order (not deduplicated).
+pub fn images(obj: &Value, table: &Table) -> Vec<ImageUse> {
+    pod_templates(obj, table)
+        .iter()
+        .filter_map(|t| obj.pointer(&t.pointer).map(|v| template_images(v, &t.pointer)))
+        .flatten()
+        .collect()
+}
+
+/// The names in a pod template's `spec.imagePullSecrets`, in order, without duplicates.
+pub fn pull_secret_names(template: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let list = template.pointer("/spec/imagePullSecrets").and_then(Value::as_array);
+    for name in list.into_iter().flatten().filter_map(|s| str_at(s, "name")) {
+        if !name.is_empty() && !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// `metadata.namespace` and `metadata.name` of an object (empty when absent).
+pub fn namespace_and_name(obj: &Value) -> (String, String) {
+    let m = obj.get("metadata");
+    let get = |k| m.and_then(|m| str_at(m, k)).unwrap_or_default().to_string();
+    (get("namespace"), get("name"))
+}

@@ -1,0 +1,306 @@
+//! The registry client: fetch a manifest's head or body from one endpoint with one
+//! credential, authenticating the way the endpoint's challenge asks.
+//!
+//! Per endpoint, one coalesced `GET /v2/` learns the challenge (so a hundred concurrent
+//! checks don't each collect a 401 first, and registries that omit `WWW-Authenticate` on
+//! the real request, like gcr.io, still work); after that every manifest request carries
+//! its `Authorization` up front, and a present tag costs one request once the token is
+//! known.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method, header};
+use tokio::sync::OnceCell;
+use url::Url;
+
+use super::challenge::{Challenge, Scheme};
+use super::error::{Failure, RegistryError, redact_url};
+use super::guard::Guard;
+use super::hosts::Endpoint;
+use super::http::{Http, Request, Response};
+use super::limits;
+use super::retry::with_retries;
+use super::tls::{ClientPool, TlsProfile};
+use super::token::{self, TokenCache, TokenKey};
+use crate::credentials::Credential;
+use crate::manifest;
+
+/// What a successful manifest request told us.
+#[derive(Debug, Clone)]
+pub struct ManifestResponse {
+    /// `Docker-Content-Digest`, if the registry sent one.
+    pub digest: Option<String>,
+    /// `Content-Type` without parameters.
+    pub media_type: Option<String>,
+    /// `Content-Length`, if sent.
+    pub size: Option<u64>,
+    /// The body (GET only).
+    pub body: Option<Vec<u8>>,
+}
+
+/// How an endpoint wants to be authenticated, learned from `GET /v2/`.
+#[derive(Debug, Clone)]
+enum Auth {
+    None,
+    Basic,
+    Bearer(Challenge),
+}
+
+/// Shared state of all checks in one process: HTTP clients, pings, tokens.
+pub struct Registry {
+    http: Arc<Http>,
+    tokens: TokenCache,
+    pings: Mutex<HashMap<String, Arc<OnceCell<Auth>>>>,
+}
+
+impl Registry {
+    /// Assemble the transport stack.
+    pub fn new(
+        ca_files: Vec<std::path::PathBuf>,
+        guard: Guard,
+        request_timeout: Duration,
+    ) -> Result<Registry, super::tls::TlsError> {
+        let ua = format!("pullcheck/{}", env!("CARGO_PKG_VERSION"));
+        let pool = ClientPool::new(ca_files, guard.clone(), ua)?;
+        Ok(Registry {
+            http: Http::new(pool, guard, request_timeout),
+            tokens: TokenCache::default(),
+            pings: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Registry requests sent so far (pings and retries included; token requests excluded).
+    pub fn requests_sent(&self) -> u64 {
+        self.http.requests_sent()
+    }
+
+    /// Token fetches so far.
+    pub fn token_fetches(&self) -> u64 {
+        self.tokens.fetches()
+    }
+
+    /// The guard.
+    pub fn guard(&self) -> &Guard {
+        self.http.guard()
+    }
+
+    fn tls(ep: &Endpoint) -> TlsProfile {
+        TlsProfile {
+            ca_files: ep.ca_files.clone(),
+            skip_verify: ep.skip_verify,
+        }
+    }
+
+    fn base_headers(ep: &Endpoint) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in &ep.headers {
+            if let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::from_str(v)) {
+                h.append(k, v);
+            }
+        }
+        h
+    }
+
+    /// Learn the endpoint's challenge once (coalesced across concurrent callers).
+    async fn auth_for(&self, ep: &Endpoint, deadline: Instant) -> Result<Auth, RegistryError> {
+        let key = ep.base_url();
+        let cell = self
+            .pings
+            .lock()
+            .expect("ping lock")
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let result = cell
+            .get_or_try_init(|| async {
+                let url = Url::parse(&format!("{}/", key.trim_end_matches('/'))).map_err(|e| {
+                    RegistryError::Protocol {
+                        url: key.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                let req = Request {
+                    method: Method::GET,
+                    url,
+                    headers: Self::base_headers(ep),
+                    authorization: None,
+                    tls: Self::tls(ep),
+                    body_limit: limits::MAX_ERROR_BODY_BYTES,
+                };
+                let resp = with_retries(deadline, || async {
+                    let r = self.http.send(&req, deadline).await?;
+                    if matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504) {
+                        return Err(Http::status_error(&req, &r, false, false));
+                    }
+                    Ok(r)
+                })
+                .await?;
+                Ok(auth_from(&resp))
+            })
+            .await;
+        result.cloned()
+    }
+
+    /// The `Authorization` header for a request to `ep` for `scope` with `credential`.
+    async fn authorization(
+        &self,
+        ep: &Endpoint,
+        auth: &Auth,
+        scope: &str,
+        credential: Option<&Credential>,
+        deadline: Instant,
+    ) -> Result<Option<HeaderValue>, RegistryError> {
+        let credential = credential.filter(|c| !c.is_anonymous());
+        match auth {
+            Auth::None => Ok(None),
+            Auth::Basic => Ok(credential.map(token::basic_header)),
+            Auth::Bearer(ch) => {
+                let realm_text = ch.realm().unwrap_or_default().to_string();
+                let realm = Url::parse(&realm_text).map_err(|_| RegistryError::Protocol {
+                    url: ep.base_url(),
+                    message: format!(
+                        "bearer challenge has an unusable realm {:?}",
+                        super::error::one_line(&realm_text, 80)
+                    ),
+                })?;
+                self.guard()
+                    .admit_realm(&realm, &ep.host, ep.scheme.as_str())
+                    .map_err(|e| RegistryError::Transport {
+                        method: "GET".into(),
+                        url: redact_url(&realm),
+                        failure: Failure::Guard(e.0),
+                    })?;
+                let scopes = token::scopes(scope, ch);
+                let key = TokenKey {
+                    endpoint: ep.host.clone(),
+                    scope: scopes.clone(),
+                    credential: credential
+                        .map_or_else(|| "anonymous".to_string(), |c| c.fingerprint()),
+                };
+                let tls = Self::tls(ep);
+                let tok = self
+                    .tokens
+                    .get_or_fetch(key, || {
+                        token::fetch(&self.http, &realm, ch, &scopes, credential, &tls, deadline)
+                    })
+                    .await?;
+                let mut v = HeaderValue::from_str(&format!("Bearer {}", tok.value.expose()))
+                    .map_err(|_| RegistryError::Protocol {
+                        url: redact_url(&realm),
+                        message: "token contains characters not allowed in a header".into(),
+                    })?;
+                v.set_sensitive(true);
+                Ok(Some(v))
+            }
+        }
+    }
+
+    /// HEAD or GET `/v2/<repository>/manifests/<reference>` on `ep`.
+    ///
+    /// `reference` is a tag or a digest; `ns` is the `?ns=` value for mirrors (the
+    /// reference's registry host); `scope` is
+    /// the token scope (`repository:<path>:pull`). `Ok` only for 2xx; every other status is
+    /// a [`RegistryError::Status`] that records whether a credential was sent.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn manifest(
+        &self,
+        ep: &Endpoint,
+        repository: &str,
+        reference: &str,
+        ns: Option<&str>,
+        scope: &str,
+        method: Method,
+        credential: Option<&Credential>,
+        deadline: Instant,
+    ) -> Result<ManifestResponse, RegistryError> {
+        self.guard()
+            .admit_registry(&ep.host)
+            .map_err(|e| RegistryError::Transport {
+                method: method.to_string(),
+                url: ep.base_url(),
+                failure: Failure::Guard(e.0),
+            })?;
+        let url_text = ep.manifest_url(repository, reference, ns);
+        let url = Url::parse(&url_text).map_err(|e| RegistryError::Protocol {
+            url: url_text.clone(),
+            message: e.to_string(),
+        })?;
+        let mut headers = Self::base_headers(ep);
+        headers.insert(header::ACCEPT, HeaderValue::from_static(manifest::ACCEPT));
+        let auth = self.auth_for(ep, deadline).await?;
+        let authorization = self
+            .authorization(ep, &auth, scope, credential, deadline)
+            .await?;
+        let mut req = Request {
+            method,
+            url,
+            headers,
+            authorization,
+            tls: Self::tls(ep),
+            body_limit: limits::MAX_MANIFEST_BYTES,
+        };
+        let sent_cred = |req: &Request| {
+            req.authorization.is_some() && credential.is_some_and(|c| !c.is_anonymous())
+        };
+        let mut resp = self.send(&req, deadline).await?;
+        // The ping said no auth (or basic) but this repository wants a token: one handshake.
+        if resp.status == 401 && !matches!(auth, Auth::Bearer(_)) {
+            let retry_auth = auth_from(&resp);
+            if let Auth::Bearer(_) = retry_auth {
+                req.authorization = self
+                    .authorization(ep, &retry_auth, scope, credential, deadline)
+                    .await?;
+                resp = self.send(&req, deadline).await?;
+            }
+        }
+        if (200..300).contains(&resp.status) {
+            let size = resp.header("content-length").and_then(|v| v.parse().ok());
+            let digest = resp
+                .header("docker-content-digest")
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(str::to_string);
+            let media_type = manifest::media_type_of(resp.header("content-type"), &resp.body);
+            let body = (req.method == Method::GET).then(|| std::mem::take(&mut resp.body));
+            Ok(ManifestResponse {
+                digest,
+                media_type,
+                size,
+                body,
+            })
+        } else {
+            Err(Http::status_error(&req, &resp, sent_cred(&req), false))
+        }
+    }
+
+    async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
+        with_retries(deadline, || async {
+            let r = self.http.send(req, deadline).await?;
+            if matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504) {
+                return Err(Http::status_error(
+                    req,
+                    &r,
+                    req.authorization.is_some(),
+                    false,
+                ));
+            }
+            Ok(r)
+        })
+        .await
+    }
+}
+
+/// The authentication an endpoint asks for, from a response's challenges (bearer preferred).
+fn auth_from(resp: &Response) -> Auth {
+    if resp.status != 401 {
+        return Auth::None;
+    }
+    let challenges = resp.challenges();
+    match super::challenge::preferred(&challenges) {
+        Some(ch) if ch.scheme == Scheme::Bearer => Auth::Bearer(ch.clone()),
+        Some(ch) if ch.scheme == Scheme::Basic => Auth::Basic,
+        _ => Auth::None,
+    }
+}

@@ -1,0 +1,261 @@
+//! One HTTP request: guard check, deadline, size-capped body, failure classification.
+//! Retries live in [`super::retry`], authentication in [`super::client`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderValue, Method, header};
+use url::Url;
+
+use super::challenge::{self, Challenge};
+use super::error::{Failure, RegistryError, parse_diagnostics, redact_url};
+use super::guard::{DnsError, Guard, GuardError};
+use super::limits;
+use super::tls::{ClientPool, TlsProfile};
+
+/// A response with its body already read (empty for HEAD).
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Body bytes, at most the request's cap.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The challenges in `WWW-Authenticate`.
+    pub fn challenges(&self) -> Vec<Challenge> {
+        let lines: Vec<&str> = self
+            .headers
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        challenge::parse_headers(&lines)
+    }
+
+    /// `Retry-After` in seconds (the HTTP-date form is ignored).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+    }
+}
+
+/// One request to send.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// HEAD or GET.
+    pub method: Method,
+    /// Full URL.
+    pub url: Url,
+    /// Extra headers (Accept, configured hosts.toml headers).
+    pub headers: HeaderMap,
+    /// `Authorization` value, if any. Never logged.
+    pub authorization: Option<HeaderValue>,
+    /// Which client to use.
+    pub tls: TlsProfile,
+    /// Body cap in bytes for 2xx responses; error bodies are capped at
+    /// [`limits::MAX_ERROR_BODY_BYTES`].
+    pub body_limit: usize,
+}
+
+/// Sends requests; counts them (for tests and metrics).
+pub struct Http {
+    pool: ClientPool,
+    guard: Guard,
+    request_timeout: Duration,
+    sent: AtomicU64,
+}
+
+impl Http {
+    /// Wrap a client pool.
+    pub fn new(pool: ClientPool, guard: Guard, request_timeout: Duration) -> Arc<Http> {
+        Arc::new(Http {
+            pool,
+            guard,
+            request_timeout,
+            sent: AtomicU64::new(0),
+        })
+    }
+
+    /// The guard every request goes through.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// Requests sent so far (every attempt counts).
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Send once. A non-2xx status is an `Ok` response: the caller decides. `Err` means no
+    /// usable response.
+    pub async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
+        let method = req.method.to_string();
+        let shown = redact_url(&req.url);
+        let fail = |failure: Failure| RegistryError::Transport {
+            method: method.clone(),
+            url: shown.clone(),
+            failure,
+        };
+        self.guard
+            .admit_url(&req.url)
+            .map_err(|e| fail(Failure::Guard(e.0)))?;
+        let client = self
+            .pool
+            .client(&req.tls)
+            .map_err(|e| fail(Failure::Other(e.to_string())))?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(fail(Failure::Timeout));
+        }
+        let timeout = remaining.min(self.request_timeout);
+        let mut builder = client
+            .request(req.method.clone(), req.url.clone())
+            .headers(req.headers.clone());
+        if let Some(a) = &req.authorization {
+            builder = builder.header(header::AUTHORIZATION, a.clone());
+        }
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(method = %req.method, url = %shown, "request");
+        let work = async {
+            let mut resp = builder.send().await.map_err(|e| fail(classify(&e)))?;
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let cap = if (200..300).contains(&status) {
+                req.body_limit
+            } else {
+                limits::MAX_ERROR_BODY_BYTES
+            };
+            let mut body = Vec::new();
+            if req.method != Method::HEAD {
+                if let Some(len) = resp.content_length()
+                    && len as usize > cap
+                    && (200..300).contains(&status)
+                {
+                    return Err(fail(Failure::TooLarge(cap)));
+                }
+                while let Some(chunk) = resp.chunk().await.map_err(|e| fail(classify(&e)))? {
+                    if body.len() + chunk.len() > cap {
+                        if (200..300).contains(&status) {
+                            return Err(fail(Failure::TooLarge(cap)));
+                        }
+                        // Error bodies are only diagnostics: keep what fits.
+                        body.extend_from_slice(&chunk[..cap - body.len()]);
+                        break;
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+            }
+            tracing::debug!(method = %req.method, url = %shown, status, "response");
+            Ok(Response {
+                status,
+                headers,
+                body,
+            })
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(fail(Failure::Timeout)),
+        }
+    }
+
+    /// Turn a non-success response into a [`RegistryError::Status`].
+    pub fn status_error(
+        req: &Request,
+        resp: &Response,
+        credential_sent: bool,
+        from_token_endpoint: bool,
+    ) -> RegistryError {
+        RegistryError::Status {
+            method: req.method.to_string(),
+            url: redact_url(&req.url),
+            status: resp.status,
+            diagnostics: parse_diagnostics(&resp.body),
+            challenges: resp.challenges(),
+            retry_after: resp.retry_after(),
+            credential_sent,
+            from_token_endpoint,
+        }
+    }
+}
+
+/// Map a reqwest error to a [`Failure`] by walking its source chain.
+fn classify(err: &reqwest::Error) -> Failure {
+    if err.is_timeout() {
+        return Failure::Timeout;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    let mut io_kind = None;
+    while let Some(e) = source {
+        if let Some(d) = e.downcast_ref::<DnsError>() {
+            return Failure::Dns(format!("{} ({})", d.host, d.message));
+        }
+        if let Some(g) = e.downcast_ref::<GuardError>() {
+            return Failure::Guard(g.0.clone());
+        }
+        if let Some(f) = e.downcast_ref::<Failure>() {
+            return f.clone();
+        }
+        if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            return Failure::Tls(describe_tls(t));
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(inner) = io.get_ref()
+                && let Some(t) = inner.downcast_ref::<rustls::Error>()
+            {
+                return Failure::Tls(describe_tls(t));
+            }
+            io_kind.get_or_insert(io.kind());
+        }
+        source = e.source();
+    }
+    if err.is_redirect() {
+        return Failure::Redirect(err.to_string());
+    }
+    if let Some(kind) = io_kind {
+        return Failure::Connect(kind.to_string());
+    }
+    if err.is_connect() {
+        return Failure::Connect(innermost(err));
+    }
+    Failure::Other(innermost(err))
+}
+
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        last = e.to_string();
+        source = e.source();
+    }
+    last
+}
+
+fn describe_tls(e: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
+            "certificate not trusted (unknown issuer); pass its CA with --ca-file or hosts.toml ca"
+                .into()
+        }
+        rustls::Error::InvalidCertificate(C::NotValidForName)
+        | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => {
+            "certificate is for another name".into()
+        }
+        rustls::Error::InvalidCertificate(C::Expired)
+        | rustls::Error::InvalidCertificate(C::ExpiredContext { .. }) => {
+            "certificate expired".into()
+        }
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,199 @@
+//! TLS profiles and the HTTP clients built from them.
+//!
+//! Trust = Mozilla's roots compiled into the binary (so it works in a `FROM scratch` image
+//! with no CA files) + `--ca-file` + `SSL_CERT_FILE` + per-endpoint `ca` from `hosts.toml`.
+//! `skip_verify` (hosts.toml) and `--insecure-registry` over https accept any certificate
+//! for that endpoint only. One reqwest client per distinct profile, so connections are
+//! pooled and reused across images.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use super::guard::Guard;
+use super::limits;
+
+/// What distinguishes one HTTP client from another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TlsProfile {
+    /// Extra CA files (PEM) for this endpoint.
+    pub ca_files: Vec<PathBuf>,
+    /// Accept any server certificate.
+    pub skip_verify: bool,
+}
+
+/// A CA file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Unreadable or not PEM.
+    #[error("CA file {path}: {message}; pass a PEM file with one or more CERTIFICATE blocks")]
+    CaFile {
+        /// The file as given.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// Install the ring crypto provider once per process (reqwest is built without one).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let err = |m: String| TlsError::CaFile {
+        path: path.to_path_buf(),
+        message: m,
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| err(e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no certificates found".into()));
+    }
+    Ok(certs)
+}
+
+/// Builds and caches HTTP clients per [`TlsProfile`].
+pub struct ClientPool {
+    base_ca_files: Vec<PathBuf>,
+    base_roots: Arc<RootCertStore>,
+    guard: Guard,
+    user_agent: String,
+    clients: Mutex<HashMap<TlsProfile, reqwest::Client>>,
+}
+
+impl ClientPool {
+    /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set. Errors name the file.
+    pub fn new(ca_files: Vec<PathBuf>, guard: Guard, user_agent: String) -> Result<Self, TlsError> {
+        install_crypto_provider();
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned());
+        for f in &ca_files {
+            roots.add_parsable_certificates(load_pem(f)?);
+        }
+        Ok(ClientPool {
+            base_ca_files: ca_files,
+            base_roots: Arc::new(roots),
+            guard,
+            user_agent,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The CA files every profile trusts.
+    pub fn base_ca_files(&self) -> &[PathBuf] {
+        &self.base_ca_files
+    }
+
+    /// The client for a profile, built on first use.
+    pub fn client(&self, profile: &TlsProfile) -> Result<reqwest::Client, TlsError> {
+        if let Some(c) = self.clients.lock().expect("client pool lock").get(profile) {
+            return Ok(c.clone());
+        }
+        let client = self.build(profile)?;
+        self.clients
+            .lock()
+            .expect("client pool lock")
+            .insert(profile.clone(), client.clone());
+        Ok(client)
+    }
+
+    fn build(&self, profile: &TlsProfile) -> Result<reqwest::Client, TlsError> {
+        let builder = rustls::ClientConfig::builder();
+        let mut config = if profile.skip_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate))
+                .with_no_client_auth()
+        } else {
+            let mut roots = (*self.base_roots).clone();
+            for f in &profile.ca_files {
+                roots.add_parsable_certificates(load_pem(f)?);
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let guard = self.guard.clone();
+        let redirect = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= limits::MAX_REDIRECTS {
+                return attempt.error(super::error::Failure::Redirect("too many redirects".into()));
+            }
+            let prev = attempt.previous().last().cloned();
+            match prev.map(|p| guard.admit_redirect(&p, attempt.url())) {
+                Some(Err(e)) => attempt.error(e),
+                _ => attempt.follow(),
+            }
+        });
+        reqwest::Client::builder()
+            .tls_backend_preconfigured(config)
+            .dns_resolver(self.guard.resolver())
+            .redirect(redirect)
+            .connect_timeout(limits::CONNECT_TIMEOUT)
+            .user_agent(self.user_agent.clone())
+            .pool_max_idle_per_host(16)
+            .build()
+            .map_err(|e| TlsError::Client(e.to_string()))
+    }
+}
+
+impl std::error::Error for super::error::Failure {}
+
+/// Verifier for `skip_verify` endpoints: accepts any certificate, still checks signatures.
+#[derive(Debug)]
+struct AcceptAnyCertificate;
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

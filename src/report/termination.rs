@@ -1,0 +1,64 @@
+//! The termination message: a summary of at most 4096 bytes that the kubelet copies into the
+//! container status (`terminationMessagePath`, default `/dev/termination-log`), so
+//! `kubectl describe pod` says which image failed and why.
+
+use std::path::Path;
+
+use crate::engine::Outcome;
+use crate::verdict::Verdict;
+
+/// The kubelet's limit for one container's termination message, in bytes.
+pub const MAX_BYTES: usize = 4096;
+
+/// The default path inside a Kubernetes container.
+pub const DEFAULT_PATH: &str = "/dev/termination-log";
+
+/// The summary text: a headline, then one line per failing image (pullable ones are only
+/// counted), cut at a line boundary to fit [`MAX_BYTES`].
+pub fn summary(outcomes: &[Outcome], exit_code: u8) -> String {
+    let failing: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.verdict != Verdict::Pullable)
+        .collect();
+    let mut s = if failing.is_empty() {
+        format!("pullcheck: all {} images pullable\n", outcomes.len())
+    } else {
+        format!(
+            "pullcheck: exit {exit_code}: {} of {} images not pullable\n",
+            failing.len(),
+            outcomes.len()
+        )
+    };
+    for (i, o) in failing.iter().enumerate() {
+        let line = format!(
+            "{} {}: {}\n",
+            o.verdict.as_str(),
+            o.reference.as_deref().unwrap_or(&o.image),
+            o.detail
+        );
+        let more = format!("… and {} more\n", failing.len() - i);
+        if s.len() + line.len() + more.len() > MAX_BYTES {
+            s.push_str(&more);
+            break;
+        }
+        s.push_str(&line);
+    }
+    truncate_at_char(s, MAX_BYTES)
+}
+
+fn truncate_at_char(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Write the summary to `path`. Errors are returned for the caller to log; a failed write
+/// never changes the exit code.
+pub fn write(path: &Path, outcomes: &[Outcome], exit_code: u8) -> std::io::Result<()> {
+    std::fs::write(path, summary(outcomes, exit_code))
+}
