@@ -40,8 +40,7 @@ const API_ROOT: &str = "/v2";
 /// URL scheme used to reach an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
-    /// Plain HTTP (only from `--insecure-registry`, an `http://` URL in `hosts.toml`, or a
-    /// loopback registry on a non-443 port).
+    /// Plain HTTP (only from `--insecure-registry` or an `http://` URL in `hosts.toml`).
     Http,
     /// HTTPS.
     Https,
@@ -234,9 +233,8 @@ pub enum HostsError {
 /// If `hosts.toml` is missing or empty, the directory is a Docker certs dir: `*.crt` files
 /// are CAs for the default upstream (`*.cert`/`*.key` client pairs are noted and ignored).
 /// With no directory, or no `server`, the default upstream is used: `docker.io` →
-/// `https://registry-1.docker.io/v2`; `localhost` or a loopback IP → http with skip_verify
-/// when the port is neither empty nor 443 (https with skip_verify otherwise; no skip_verify
-/// on port 80); anything else → `https://H/v2`.
+/// `https://registry-1.docker.io/v2`; anything else → `https://H/v2` (loopback hosts too:
+/// see [`default_upstream`] for this deliberate deviation from containerd).
 ///
 /// `insecure` holds `--insecure-registry HOST[:PORT]` values (a leading `http://` or
 /// `https://` is tolerated). A matching endpoint (by its host, or for the upstream also by the
@@ -349,44 +347,17 @@ impl HostConfig {
 }
 
 /// Scheme, host and forced skip_verify for the default upstream (`ConfigureHosts`).
+///
+/// Deliberate deviation: containerd treats a `localhost`/loopback registry as insecure by
+/// default (HTTPS without verification, falling back to plain HTTP). pullcheck never guesses
+/// the scheme from a host name: a loopback registry is `https` like any other, and plain HTTP
+/// or skipped verification come only from `--insecure-registry` or `hosts.toml`, so a probe
+/// never downgrades silently.
 fn default_upstream(registry_host: &str) -> (Scheme, String, Option<bool>) {
     if registry_host == DOCKER_HUB {
         return (Scheme::Https, DOCKER_HUB_ENDPOINT.to_owned(), None);
     }
-    if is_localhost(registry_host) {
-        let port = split_port(registry_host).1.unwrap_or("");
-        let scheme = if port.is_empty() || port == "443" {
-            Scheme::Https
-        } else {
-            Scheme::Http
-        };
-        let skip = (port != "80").then_some(true);
-        return (scheme, registry_host.to_owned(), skip);
-    }
     (Scheme::Https, registry_host.to_owned(), None)
-}
-
-/// `host[:port]` → (host, port); IPv6 literals in brackets keep their brackets off.
-fn split_port(host: &str) -> (&str, Option<&str>) {
-    if let Some(rest) = host.strip_prefix('[') {
-        return match rest.split_once(']') {
-            Some((ip, tail)) => (ip, tail.strip_prefix(':')),
-            None => (host, None),
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if !name.contains(':') => (name, Some(port)),
-        _ => (host, None),
-    }
-}
-
-/// containerd `docker.IsLocalhost`: `localhost` or a loopback IP, with or without a port.
-fn is_localhost(host: &str) -> bool {
-    let name = split_port(host).0;
-    name == "localhost"
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn normalize_insecure(value: &str) -> String {
@@ -804,14 +775,13 @@ mod tests {
 
     #[test]
     fn localhost_defaults() {
+        // Deliberately stricter than containerd: no scheme guessing for loopback hosts.
         let e = endpoints(None, "localhost:5000", &[]).unwrap();
-        assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Http, true));
+        assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Https, false));
         let e = endpoints(None, "127.0.0.1:80", &[]).unwrap();
+        assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Https, false));
+        let e = endpoints(None, "localhost:5000", &["localhost:5000".into()]).unwrap();
         assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Http, false));
-        let e = endpoints(None, "[::1]:443", &[]).unwrap();
-        assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Https, true));
-        let e = endpoints(None, "localhost", &[]).unwrap();
-        assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Https, true));
         let e = endpoints(None, "10.0.0.1:5000", &[]).unwrap();
         assert_eq!((e[0].scheme, e[0].skip_verify), (Scheme::Https, false));
     }
