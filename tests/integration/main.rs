@@ -3,3 +3,5 @@ mod conformance_platform;
 mod conformance_reference;
 mod harness_selftest;
 mod support;
+mod check_verdicts;
+mod cli;
