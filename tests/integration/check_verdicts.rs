@@ -26,7 +26,10 @@ fn oci_manifest_is_pullable_with_its_digest() {
     assert_eq!(o["verdict"], "pullable");
     assert_eq!(o["exit_code"], 0);
     assert_eq!(o["digest"], img.digest.as_str());
-    assert_eq!(o["media_type"], "application/vnd.oci.image.manifest.v1+json");
+    assert_eq!(
+        o["media_type"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
     assert_eq!(o["platform"]["result"], "single_manifest");
     assert_eq!(o["registry"], anon().host.as_str());
     assert_eq!(o["reference"], img.reference(anon()).as_str());
@@ -37,24 +40,41 @@ fn oci_manifest_is_pullable_with_its_digest() {
 #[test]
 fn docker_schema2_and_deep_path_are_pullable() {
     let f = fixture();
-    let r = run(&[&f.images.docker_schema2.reference(anon()), &f.images.deep.reference(anon())]);
+    let r = run(&[
+        &f.images.docker_schema2.reference(anon()),
+        &f.images.deep.reference(anon()),
+    ]);
     r.assert_code(0);
-    assert_eq!(r.image(0)["digest"], f.images.docker_schema2.digest.as_str());
-    assert_eq!(r.image(0)["media_type"], "application/vnd.docker.distribution.manifest.v2+json");
+    assert_eq!(
+        r.image(0)["digest"],
+        f.images.docker_schema2.digest.as_str()
+    );
+    assert_eq!(
+        r.image(0)["media_type"],
+        "application/vnd.docker.distribution.manifest.v2+json"
+    );
     assert_eq!(r.image(1)["digest"], f.images.deep.digest.as_str());
-    assert_eq!(r.image(1)["reference"], format!("{}/org/sub/project/img:v1", anon().host));
+    assert_eq!(
+        r.image(1)["reference"],
+        format!("{}/org/sub/project/img:v1", anon().host)
+    );
 }
 
 #[test]
 fn index_with_the_platform_is_pullable_and_names_the_child() {
     let img = &fixture().images.multi_index;
-    for (platform, arch, matched) in
-        [("linux/amd64", "amd64", "linux/amd64"), ("linux/arm64", "arm64", "linux/arm64/v8")]
-    {
+    for (platform, arch, matched) in [
+        ("linux/amd64", "amd64", "linux/amd64"),
+        ("linux/arm64", "arm64", "linux/arm64/v8"),
+    ] {
         let r = run(&["--platform", platform, &img.reference(anon())]);
         r.assert_code(0);
         let o = r.image(0);
-        assert_eq!(o["digest"], img.digest.as_str(), "the index digest, never a child's");
+        assert_eq!(
+            o["digest"],
+            img.digest.as_str(),
+            "the index digest, never a child's"
+        );
         assert_eq!(o["platform"]["result"], "exact");
         assert_eq!(o["platform"]["matched"], matched);
         assert_eq!(o["platform"]["child_digest"], img.child_digest(arch));
@@ -66,8 +86,14 @@ fn docker_manifest_list_is_checked_like_an_index() {
     let img = &fixture().images.docker_list;
     let r = run(&["--platform", "linux/arm64", &img.reference(anon())]);
     r.assert_code(0);
-    assert_eq!(r.image(0)["media_type"], "application/vnd.docker.distribution.manifest.list.v2+json");
-    assert_eq!(r.image(0)["platform"]["child_digest"], img.child_digest("arm64"));
+    assert_eq!(
+        r.image(0)["media_type"],
+        "application/vnd.docker.distribution.manifest.list.v2+json"
+    );
+    assert_eq!(
+        r.image(0)["platform"]["child_digest"],
+        img.child_digest("arm64")
+    );
 }
 
 #[test]
@@ -78,7 +104,10 @@ fn index_without_the_platform_is_platform_missing() {
     let o = r.image(0);
     assert_eq!(o["verdict"], "platform_missing");
     assert_eq!(o["platform"]["result"], "missing");
-    assert_eq!(o["detail"], "index has no entry for linux/amd64 (available: linux/arm64)");
+    assert_eq!(
+        o["detail"],
+        "index has no entry for linux/amd64 (available: linux/arm64)"
+    );
 }
 
 #[test]
@@ -87,7 +116,10 @@ fn platform_any_skips_the_check() {
     let r = run(&["--platform", "any", &img.reference(anon())]);
     r.assert_code(0);
     assert_eq!(r.image(0)["platform"]["result"], "not_checked");
-    assert_eq!(r.image(0)["platform"]["note"], "platform not verified: --platform any");
+    assert_eq!(
+        r.image(0)["platform"]["note"],
+        "platform not verified: --platform any"
+    );
 }
 
 #[test]
@@ -97,7 +129,10 @@ fn index_whose_child_is_gone_is_not_found_for_that_platform_only() {
     r.assert_code(11);
     let detail = r.image(0)["detail"].as_str().unwrap().to_string();
     assert!(
-        detail.starts_with(&format!("index entry for linux/amd64 ({})", img.child_digest("amd64"))),
+        detail.starts_with(&format!(
+            "index entry for linux/amd64 ({})",
+            img.child_digest("amd64")
+        )),
         "{detail}"
     );
     run(&["--platform", "linux/arm64", &img.reference(anon())]).assert_code(0);
@@ -118,14 +153,22 @@ fn digest_only_image_resolves_by_digest_and_not_by_tag() {
 #[test]
 fn missing_tag_and_missing_repository_are_not_found() {
     let host = &anon().host;
-    let r = run(&[&format!("{host}/oci/app:no-such-tag"), &format!("{host}/no/such/repo:v1")]);
+    let r = run(&[
+        &format!("{host}/oci/app:no-such-tag"),
+        &format!("{host}/no/such/repo:v1"),
+    ]);
     r.assert_code(11);
     for i in 0..2 {
         assert_eq!(r.image(i)["verdict"], "not_found");
         assert_eq!(r.image(i)["exit_code"], 11);
     }
     // distribution 2.8 answers MANIFEST_UNKNOWN for both (the harness self-test shows it).
-    assert!(r.image(0)["detail"].as_str().unwrap().starts_with("manifest unknown ("));
+    assert!(
+        r.image(0)["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("manifest unknown (")
+    );
 }
 
 #[test]
@@ -134,7 +177,10 @@ fn invalid_reference_is_exit_10_without_any_request() {
     let r = run(&["Busybox", &format!("{}/oci/app@sha256:abc", anon().host)]);
     r.assert_code(10);
     assert_eq!(r.image(0)["verdict"], "invalid_reference");
-    assert_eq!(r.image(0)["detail"], "invalid reference \"Busybox\": repository name must be lowercase");
+    assert_eq!(
+        r.image(0)["detail"],
+        "invalid reference \"Busybox\": repository name must be lowercase"
+    );
     assert_eq!(r.image(1)["verdict"], "invalid_reference");
     assert_eq!(r.image(0)["reference"], serde_json::Value::Null);
     assert_eq!(anon().requests_since(mark).len(), 0);
@@ -152,8 +198,9 @@ fn several_images_exit_with_the_lowest_permanent_code() {
         &format!("{host}/oci/app:missing"),
     ]);
     r.assert_code(11);
-    let verdicts: Vec<String> =
-        (0..3).map(|i| r.image(i)["verdict"].as_str().unwrap().to_string()).collect();
+    let verdicts: Vec<String> = (0..3)
+        .map(|i| r.image(i)["verdict"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(verdicts, ["pullable", "platform_missing", "not_found"]);
     assert_eq!(r.json()["exit_code"], 11);
 }
@@ -180,8 +227,18 @@ fn text_output_is_one_line_per_image_on_stderr() {
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{}", r.stderr);
     let digest12 = &f.images.oci_manifest.digest["sha256:".len()..][..12];
-    assert!(lines[0].starts_with(&format!("pullable          {host}/oci/app:v1 sha256:{digest12} ")), "{}", lines[0]);
-    assert!(lines[1].starts_with(&format!("not_found         {host}/oci/app:missing ")), "{}", lines[1]);
+    assert!(
+        lines[0].starts_with(&format!(
+            "pullable          {host}/oci/app:v1 sha256:{digest12} "
+        )),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with(&format!("not_found         {host}/oci/app:missing ")),
+        "{}",
+        lines[1]
+    );
     assert!(lines[1].contains(": manifest unknown ("), "{}", lines[1]);
 }
 
@@ -190,12 +247,19 @@ fn termination_log_summarises_failures() {
     let dir = crate::support::temp_dir();
     let path = dir.path().join("termination-log");
     let host = anon().host.clone();
-    let r = run(&["--termination-log", path.to_str().unwrap(), &fixture().images.oci_manifest.reference(anon()), &format!("{host}/oci/app:gone")]);
+    let r = run(&[
+        "--termination-log",
+        path.to_str().unwrap(),
+        &fixture().images.oci_manifest.reference(anon()),
+        &format!("{host}/oci/app:gone"),
+    ]);
     r.assert_code(11);
     let text = std::fs::read_to_string(&path).unwrap();
     let detail = r.image(1)["detail"].as_str().unwrap().to_string();
     assert_eq!(
         text,
-        format!("pullcheck: exit 11: 1 of 2 images not pullable\nnot_found {host}/oci/app:gone: {detail}\n")
+        format!(
+            "pullcheck: exit 11: 1 of 2 images not pullable\nnot_found {host}/oci/app:gone: {detail}\n"
+        )
     );
 }

@@ -16,8 +16,12 @@ pub struct Run {
 impl Run {
     /// stdout parsed as JSON (panics with the output if it isn't).
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 
     /// The `images[i]` object of the JSON document.
@@ -28,7 +32,11 @@ impl Run {
     /// Assert the exit code, printing both streams on mismatch.
     #[track_caller]
     pub fn assert_code(&self, want: i32) -> &Self {
-        assert_eq!(self.code, want, "exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, want,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
@@ -62,7 +70,10 @@ pub fn pullcheck(args: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// `pullcheck check --output json --quiet <args…>` with the test CA trusted.
 pub fn check(args: &[&str]) -> Run {
-    let ca = super::support::fixture().ca_file.to_string_lossy().into_owned();
+    let ca = super::support::fixture()
+        .ca_file
+        .to_string_lossy()
+        .into_owned();
     let mut all = vec!["check", "--output", "json", "--ca-file", ca.as_str()];
     all.extend_from_slice(args);
     pullcheck(&all, &[])
