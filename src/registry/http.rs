@@ -210,12 +210,12 @@ fn classify(err: &reqwest::Error) -> Failure {
             return Failure::Tls(describe_tls(t));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(inner) = io.get_ref()
-                && let Some(t) = inner.downcast_ref::<rustls::Error>()
-            {
-                return Failure::Tls(describe_tls(t));
-            }
             io_kind.get_or_insert(io.kind());
+            // io::Error::source() skips the wrapped error itself: descend into it.
+            if let Some(inner) = io.get_ref() {
+                source = Some(inner as &(dyn std::error::Error + 'static));
+                continue;
+            }
         }
         source = e.source();
     }

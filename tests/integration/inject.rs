@@ -4,7 +4,9 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use pullcheck::k8s::inject::{InjectOptions, TransientAction, Warning, inject_object, inject_stream};
+use pullcheck::k8s::inject::{
+    InjectOptions, TransientAction, Warning, inject_object, inject_stream,
+};
 use pullcheck::k8s::templates::{Slot, Table, images, pod_templates};
 use pullcheck::k8s::yaml::{parse_documents, to_yaml};
 use serde_json::{Value, json};
@@ -14,11 +16,18 @@ fn doc(yaml: &str) -> Value {
 }
 
 fn fail_fast() -> InjectOptions {
-    InjectOptions { image: "mirror.example/pullcheck:1".into(), fail_fast: true, ..Default::default() }
+    InjectOptions {
+        image: "mirror.example/pullcheck:1".into(),
+        fail_fast: true,
+        ..Default::default()
+    }
 }
 
 fn run(obj: &mut Value, opts: &InjectOptions) -> Vec<(String, String)> {
-    inject_object(obj, opts, &Table::builtin()).into_iter().map(|Warning { path, message }| (path, message)).collect()
+    inject_object(obj, opts, &Table::builtin())
+        .into_iter()
+        .map(|Warning { path, message }| (path, message))
+        .collect()
 }
 
 const JOB: &str = "\
@@ -67,13 +76,18 @@ fn container_is_first_with_every_pullable_image_once_and_the_exact_fields() {
             {"key": ".dockerconfigjson", "path": format!("{n}/.dockerconfigjson")},
             {"key": ".dockercfg", "path": format!("{n}/.dockercfg")}]}})
     };
-    assert_eq!(spec["volumes"][2], json!({"name": "pullcheck-pull-secrets", "projected": {"sources": [secret("a"), secret("b")]}}));
+    assert_eq!(
+        spec["volumes"][2],
+        json!({"name": "pullcheck-pull-secrets", "projected": {"sources": [secret("a"), secret("b")]}})
+    );
     assert_eq!(spec["volumes"].as_array().unwrap().len(), 3);
 }
 
 #[test]
 fn without_pull_secrets_there_is_no_flag_volume_or_mount_and_options_apply() {
-    let mut v = doc("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  restartPolicy: Never\n  containers: [{name: c, image: x:1}]\n");
+    let mut v = doc(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  restartPolicy: Never\n  containers: [{name: c, image: x:1}]\n",
+    );
     let opts = InjectOptions {
         cpu: "250m".into(),
         memory: "96Mi".into(),
@@ -82,12 +96,24 @@ fn without_pull_secrets_there_is_no_flag_volume_or_mount_and_options_apply() {
     };
     run(&mut v, &opts);
     let c = &v["spec"]["initContainers"][0];
-    assert_eq!(c["args"], json!(["check", "--no-docker-config", "--platform=any", "x:1"]));
-    assert_eq!(c["resources"]["limits"], json!({"cpu": "250m", "memory": "96Mi"}));
-    assert_eq!(c["resources"]["requests"], json!({"cpu": "250m", "memory": "96Mi"}));
+    assert_eq!(
+        c["args"],
+        json!(["check", "--no-docker-config", "--platform=any", "x:1"])
+    );
+    assert_eq!(
+        c["resources"]["limits"],
+        json!({"cpu": "250m", "memory": "96Mi"})
+    );
+    assert_eq!(
+        c["resources"]["requests"],
+        json!({"cpu": "250m", "memory": "96Mi"})
+    );
     assert!(c.get("volumeMounts").is_none());
     assert!(v["spec"].get("volumes").is_none());
-    assert!(v["spec"].get("podFailurePolicy").is_none(), "a Pod has no Job policy");
+    assert!(
+        v["spec"].get("podFailurePolicy").is_none(),
+        "a Pod has no Job policy"
+    );
 }
 
 #[test]
@@ -100,25 +126,62 @@ fn pod_failure_policy_rules_are_exact_and_merged_in_front_without_duplicates() {
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]);
     assert_eq!(v["spec"]["podFailurePolicy"]["rules"], want);
     run(&mut v, &fail_fast());
-    assert_eq!(v["spec"]["podFailurePolicy"]["rules"], want, "re-run must not duplicate");
+    assert_eq!(
+        v["spec"]["podFailurePolicy"]["rules"], want,
+        "re-run must not duplicate"
+    );
 
     let mut ignore = doc(JOB);
-    let w = run(&mut ignore, &InjectOptions { transient: TransientAction::Ignore, ..fail_fast() });
-    assert_eq!(ignore["spec"]["podFailurePolicy"]["rules"][1]["action"], "Ignore");
+    let w = run(
+        &mut ignore,
+        &InjectOptions {
+            transient: TransientAction::Ignore,
+            ..fail_fast()
+        },
+    );
+    assert_eq!(
+        ignore["spec"]["podFailurePolicy"]["rules"][1]["action"],
+        "Ignore"
+    );
     assert_eq!(w, vec![("/spec".to_string(), "transient code 20 ignored and no activeDeadlineSeconds: a registry outage retries forever".to_string())]);
     let mut bounded = doc(JOB);
     bounded["spec"]["activeDeadlineSeconds"] = json!(600);
-    assert_eq!(run(&mut bounded, &InjectOptions { transient: TransientAction::Ignore, ..fail_fast() }), vec![]);
+    assert_eq!(
+        run(
+            &mut bounded,
+            &InjectOptions {
+                transient: TransientAction::Ignore,
+                ..fail_fast()
+            }
+        ),
+        vec![]
+    );
 }
 
 #[test]
 fn more_than_twenty_rules_leaves_the_policy_alone_with_a_warning() {
     let mut v = doc(JOB);
-    let theirs: Vec<Value> = (0..19).map(|i| json!({"action": "Ignore", "onExitCodes": {"operator": "In", "values": [100 + i]}})).collect();
+    let theirs: Vec<Value> = (0..19)
+        .map(
+            |i| json!({"action": "Ignore", "onExitCodes": {"operator": "In", "values": [100 + i]}}),
+        )
+        .collect();
     v["spec"]["podFailurePolicy"] = json!({"rules": theirs});
     let w = run(&mut v, &fail_fast());
-    assert_eq!(v["spec"]["podFailurePolicy"]["rules"].as_array().unwrap().len(), 19);
-    assert_eq!(w, vec![("/spec/podFailurePolicy".into(), "podFailurePolicy would have 21 rules (max 20): left unchanged".into())]);
+    assert_eq!(
+        v["spec"]["podFailurePolicy"]["rules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        19
+    );
+    assert_eq!(
+        w,
+        vec![(
+            "/spec/podFailurePolicy".into(),
+            "podFailurePolicy would have 21 rules (max 20): left unchanged".into()
+        )]
+    );
 }
 
 #[test]
@@ -141,16 +204,38 @@ fn cronjob_and_jobset_get_the_policy_on_each_job_spec() {
     let cron = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers: [{name: c, image: 'x:1'}]\n";
     let mut v = doc(cron);
     run(&mut v, &fail_fast());
-    assert_eq!(v.pointer("/spec/jobTemplate/spec/podFailurePolicy/rules/0/action").unwrap(), "FailJob");
-    assert_eq!(v.pointer("/spec/jobTemplate/spec/template/spec/initContainers/0/name").unwrap(), "pullcheck");
+    assert_eq!(
+        v.pointer("/spec/jobTemplate/spec/podFailurePolicy/rules/0/action")
+            .unwrap(),
+        "FailJob"
+    );
+    assert_eq!(
+        v.pointer("/spec/jobTemplate/spec/template/spec/initContainers/0/name")
+            .unwrap(),
+        "pullcheck"
+    );
 
     let js = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: s}\nspec:\n  replicatedJobs:\n  - name: a\n    template:\n      spec:\n        template:\n          spec:\n            restartPolicy: Never\n            containers: [{name: c, image: 'a:1'}]\n  - name: b\n    template:\n      spec:\n        template:\n          spec:\n            restartPolicy: OnFailure\n            containers: [{name: c, image: 'b:1'}]\n";
     let mut v = doc(js);
     let w = run(&mut v, &fail_fast());
-    assert_eq!(v.pointer("/spec/replicatedJobs/0/template/spec/podFailurePolicy/rules/1/action").unwrap(), "Count");
-    assert!(v.pointer("/spec/replicatedJobs/1/template/spec/podFailurePolicy").is_none());
-    assert_eq!(v.pointer("/spec/replicatedJobs/1/template/spec/template/spec/initContainers/0/args/2").unwrap(), "b:1");
-    assert_eq!(w.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), vec!["/spec/replicatedJobs/1/template/spec/template/spec/restartPolicy"]);
+    assert_eq!(
+        v.pointer("/spec/replicatedJobs/0/template/spec/podFailurePolicy/rules/1/action")
+            .unwrap(),
+        "Count"
+    );
+    assert!(
+        v.pointer("/spec/replicatedJobs/1/template/spec/podFailurePolicy")
+            .is_none()
+    );
+    assert_eq!(
+        v.pointer("/spec/replicatedJobs/1/template/spec/template/spec/initContainers/0/args/2")
+            .unwrap(),
+        "b:1"
+    );
+    assert_eq!(
+        w.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        vec!["/spec/replicatedJobs/1/template/spec/template/spec/restartPolicy"]
+    );
 }
 
 #[test]
@@ -163,23 +248,49 @@ fn kubeflow_replicas_and_run_policy_are_warned_about() {
         ("/spec/pytorchReplicaSpecs/Worker/restartPolicy".to_string(), "restartPolicy ExitCode fails the job on codes 1-127: transient pullcheck code 20 is final too".to_string()),
         ("/spec/runPolicy".to_string(), "runPolicy.backoffLimit unset: failed workers may restart forever; set it (e.g. 0)".to_string()),
     ]);
-    assert_eq!(v.pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/args/2").unwrap(), "w:1");
-    assert_eq!(v.pointer("/spec/pytorchReplicaSpecs/Worker/restartPolicy").unwrap(), "ExitCode");
-    assert!(v.pointer("/spec/runPolicy").is_none(), "inject never adds a runPolicy");
+    assert_eq!(
+        v.pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/initContainers/0/args/2")
+            .unwrap(),
+        "w:1"
+    );
+    assert_eq!(
+        v.pointer("/spec/pytorchReplicaSpecs/Worker/restartPolicy")
+            .unwrap(),
+        "ExitCode"
+    );
+    assert!(
+        v.pointer("/spec/runPolicy").is_none(),
+        "inject never adds a runPolicy"
+    );
 }
 
 #[test]
 fn unknown_kinds_windows_and_skip_annotation_are_left_alone() {
     let cm = doc("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n");
     let mut v = cm.clone();
-    assert_eq!(run(&mut v, &fail_fast()), vec![(String::new(), "unknown kind v1 ConfigMap: left unchanged (add it with --kinds)".to_string())]);
+    assert_eq!(
+        run(&mut v, &fail_fast()),
+        vec![(
+            String::new(),
+            "unknown kind v1 ConfigMap: left unchanged (add it with --kinds)".to_string()
+        )]
+    );
     assert_eq!(v, cm);
 
-    let win = doc(&JOB.replace("      restartPolicy: Never\n", "      restartPolicy: Never\n      os: {name: windows}\n"));
+    let win = doc(&JOB.replace(
+        "      restartPolicy: Never\n",
+        "      restartPolicy: Never\n      os: {name: windows}\n",
+    ));
     let mut v = win.clone();
     let w = run(&mut v, &fail_fast());
     assert_eq!(to_yaml(&v).unwrap(), to_yaml(&win).unwrap());
-    assert_eq!(w, vec![("/spec/template".to_string(), "Windows pod template: left unchanged (the pullcheck image is Linux-only)".to_string())]);
+    assert_eq!(
+        w,
+        vec![(
+            "/spec/template".to_string(),
+            "Windows pod template: left unchanged (the pullcheck image is Linux-only)".to_string()
+        )]
+    );
 
     let skip = doc(&JOB.replace("alpha: 'yes'", "alpha: 'yes', pullcheck.io/skip: 'true'"));
     let mut v = skip.clone();
@@ -189,7 +300,9 @@ fn unknown_kinds_windows_and_skip_annotation_are_left_alone() {
 
 #[test]
 fn every_other_field_and_key_order_survive_and_a_second_run_is_byte_equal() {
-    let stream = format!("{JOB}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{on: 'on', n: '0755'}}\n");
+    let stream = format!(
+        "{JOB}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{on: 'on', n: '0755'}}\n"
+    );
     let (once, _) = inject_stream(&stream, &fail_fast(), &Table::builtin()).unwrap();
     let (twice, _) = inject_stream(&once, &fail_fast(), &Table::builtin()).unwrap();
     assert_eq!(once, twice);
@@ -198,10 +311,19 @@ fn every_other_field_and_key_order_survive_and_a_second_run_is_byte_equal() {
     let spec = v.pointer_mut("/spec/template/spec").unwrap();
     spec["initContainers"].as_array_mut().unwrap().remove(0);
     spec["volumes"].as_array_mut().unwrap().pop();
-    v["spec"].as_object_mut().unwrap().shift_remove("podFailurePolicy");
+    v["spec"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("podFailurePolicy");
     assert_eq!(to_yaml(&v).unwrap(), to_yaml(&doc(JOB)).unwrap());
-    assert!(once.contains("alpha: \"yes\""), "a YAML 1.1 boolean look-alike stays a string:\n{once}");
-    assert!(once.ends_with("data:\n  \"on\": \"on\"\n  \"n\": \"0755\"\n"), "{once}");
+    assert!(
+        once.contains("alpha: \"yes\""),
+        "a YAML 1.1 boolean look-alike stays a string:\n{once}"
+    );
+    assert!(
+        once.ends_with("data:\n  \"on\": \"on\"\n  \"n\": \"0755\"\n"),
+        "{once}"
+    );
 }
 
 #[test]
@@ -212,41 +334,93 @@ fn an_existing_pullcheck_container_is_replaced_in_place_and_moved_first() {
     );
     let mut v = doc(&y);
     run(&mut v, &fail_fast());
-    let names: Vec<&str> = v["spec"]["template"]["spec"]["initContainers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["spec"]["template"]["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["pullcheck", "mesh-init", "setup"]);
     let args = &v["spec"]["template"]["spec"]["initContainers"][0]["args"];
-    assert_eq!(args.as_array().unwrap().iter().filter(|a| *a == "stale:1" || *a == "old:0").count(), 0);
+    assert_eq!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| *a == "stale:1" || *a == "old:0")
+            .count(),
+        0
+    );
     assert_eq!(args[4], "mesh:1");
 }
 
 #[test]
 fn templates_and_images_are_found_per_kind() {
     let t = Table::builtin();
-    let py = doc("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: t}\nspec:\n  tfReplicaSpecs:\n    PS: {template: {spec: {containers: [{name: a, image: 'ps:1'}]}}}\n    Worker: {template: {spec: {containers: [{name: a, image: 'w:1', imagePullPolicy: Never}]}}}\n");
+    let py = doc(
+        "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: t}\nspec:\n  tfReplicaSpecs:\n    PS: {template: {spec: {containers: [{name: a, image: 'ps:1'}]}}}\n    Worker: {template: {spec: {containers: [{name: a, image: 'w:1', imagePullPolicy: Never}]}}}\n",
+    );
     let refs = pod_templates(&py, &t);
-    assert_eq!(refs.iter().map(|r| r.pointer.as_str()).collect::<Vec<_>>(), ["/spec/tfReplicaSpecs/PS/template", "/spec/tfReplicaSpecs/Worker/template"]);
+    assert_eq!(
+        refs.iter().map(|r| r.pointer.as_str()).collect::<Vec<_>>(),
+        [
+            "/spec/tfReplicaSpecs/PS/template",
+            "/spec/tfReplicaSpecs/Worker/template"
+        ]
+    );
     assert_eq!(refs[0].run_policy.as_deref(), Some("/spec/runPolicy"));
     let imgs = images(&doc(JOB), &t);
-    let got: Vec<(&str, &str, Option<&str>, Slot)> = imgs.iter().map(|i| (i.container.as_str(), i.image.as_str(), i.pull_policy.as_deref(), i.slot)).collect();
-    assert_eq!(got, vec![
-        ("setup", "reg.example/setup:1", None, Slot::InitContainer),
-        ("app", "reg.example/app:1", None, Slot::Container),
-        ("local", "local/only:dev", Some("Never"), Slot::Container),
-        ("dup", "reg.example/app:1", None, Slot::Container),
-        ("model", "reg.example/model:7", Some("IfNotPresent"), Slot::ImageVolume),
-    ]);
-    assert_eq!(imgs[4].pointer, "/spec/template/spec/volumes/1/image/reference");
+    let got: Vec<(&str, &str, Option<&str>, Slot)> = imgs
+        .iter()
+        .map(|i| {
+            (
+                i.container.as_str(),
+                i.image.as_str(),
+                i.pull_policy.as_deref(),
+                i.slot,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("setup", "reg.example/setup:1", None, Slot::InitContainer),
+            ("app", "reg.example/app:1", None, Slot::Container),
+            ("local", "local/only:dev", Some("Never"), Slot::Container),
+            ("dup", "reg.example/app:1", None, Slot::Container),
+            (
+                "model",
+                "reg.example/model:7",
+                Some("IfNotPresent"),
+                Slot::ImageVolume
+            ),
+        ]
+    );
+    assert_eq!(
+        imgs[4].pointer,
+        "/spec/template/spec/volumes/1/image/reference"
+    );
 }
 
 #[test]
 fn a_kinds_file_adds_a_kind() {
     let cfg = "- apiVersion: ray.io\n  kind: RayJob\n  podTemplatePaths: [spec.rayClusterSpec.headGroupSpec.template, 'spec.rayClusterSpec.workerGroupSpecs[*].template']\n";
     let t = Table::with_config("kinds.yaml", cfg).unwrap();
-    let mut v = doc("apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\nspec:\n  rayClusterSpec:\n    headGroupSpec: {template: {spec: {containers: [{name: h, image: 'h:1'}]}}}\n    workerGroupSpecs:\n    - template: {spec: {containers: [{name: w, image: 'w:1'}]}}\n");
+    let mut v = doc(
+        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\nspec:\n  rayClusterSpec:\n    headGroupSpec: {template: {spec: {containers: [{name: h, image: 'h:1'}]}}}\n    workerGroupSpecs:\n    - template: {spec: {containers: [{name: w, image: 'w:1'}]}}\n",
+    );
     assert!(inject_object(&mut v, &fail_fast(), &t).is_empty());
-    assert_eq!(v.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec/initContainers/0/args/2").unwrap(), "w:1");
-    let err = Table::with_config("kinds.yaml", "- kind: X\n").unwrap_err().to_string();
-    assert!(err.starts_with("kinds.yaml: document 1: missing field `apiVersion`"), "{err}");
+    assert_eq!(
+        v.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec/initContainers/0/args/2")
+            .unwrap(),
+        "w:1"
+    );
+    let err = Table::with_config("kinds.yaml", "- kind: X\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("kinds.yaml: document 1: missing field `apiVersion`"),
+        "{err}"
+    );
 }
 
 fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
@@ -257,7 +431,12 @@ fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let s = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (out.status.code().unwrap(), s(out.stdout), s(out.stderr))
@@ -266,20 +445,39 @@ fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
 #[test]
 fn binary_reads_stdin_writes_stdout_and_warns_on_stderr() {
     let input = format!("{JOB}---\napiVersion: v1\nkind: Service\nmetadata: {{name: s}}\n");
-    let (code, out, err) = binary(&["inject", "--fail-fast", "--image", "mirror.example/pullcheck:1", "-f", "-"], &input);
+    let (code, out, err) = binary(
+        &[
+            "inject",
+            "--fail-fast",
+            "--image",
+            "mirror.example/pullcheck:1",
+            "-f",
+            "-",
+        ],
+        &input,
+    );
     assert_eq!(code, 0, "{err}");
     let (lib, _) = inject_stream(&input, &fail_fast(), &Table::builtin()).unwrap();
     assert_eq!(out, lib);
-    assert_eq!(err, "pullcheck: warning: -: document 2: unknown kind v1 Service: left unchanged (add it with --kinds)\n");
+    assert_eq!(
+        err,
+        "pullcheck: warning: -: document 2: unknown kind v1 Service: left unchanged (add it with --kinds)\n"
+    );
 }
 
 #[test]
 fn binary_bad_input_is_a_one_line_usage_error() {
-    let (code, out, err) = binary(&["inject", "-f", "-"], "kind: A\n---\nkey: [1, 2\nother: 3\n");
+    let (code, out, err) = binary(
+        &["inject", "-f", "-"],
+        "kind: A\n---\nkey: [1, 2\nother: 3\n",
+    );
     assert_eq!((code, out.as_str()), (2, ""));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("pullcheck: -: document 2, line "), "{err}");
     let (code, _, err) = binary(&["inject", "-f", "/nonexistent/x.yaml"], "");
     assert_eq!(code, 2);
-    assert!(err.starts_with("pullcheck: /nonexistent/x.yaml: cannot read: "), "{err}");
+    assert!(
+        err.starts_with("pullcheck: /nonexistent/x.yaml: cannot read: "),
+        "{err}"
+    );
 }

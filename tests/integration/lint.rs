@@ -13,7 +13,10 @@ fn doc(yaml: &str) -> Value {
 }
 
 fn rules(yaml: &str) -> Vec<(&'static str, String)> {
-    lint_object(&doc(yaml), &Table::builtin()).into_iter().map(|f| (f.rule, f.path)).collect()
+    lint_object(&doc(yaml), &Table::builtin())
+        .into_iter()
+        .map(|f| (f.rule, f.path))
+        .collect()
 }
 
 const BARE_JOB: &str = "\
@@ -36,18 +39,33 @@ spec:
 #[test]
 fn a_bare_job_has_every_batch_gap() {
     let t = "/spec/template";
-    assert_eq!(rules(BARE_JOB), vec![
-        (rule::PULLCHECK_MISSING, format!("{t}/spec/initContainers")),
-        (rule::RESTART_POLICY, format!("{t}/spec/restartPolicy")),
-        (rule::IMAGE_LATEST_IF_NOT_PRESENT, format!("{t}/spec/containers/0/imagePullPolicy")),
-        (rule::IMAGE_LATEST_IF_NOT_PRESENT, format!("{t}/spec/containers/1/imagePullPolicy")),
-        (rule::IMAGE_PULL_NEVER, format!("{t}/spec/containers/3/imagePullPolicy")),
-        (rule::IMAGE_LATEST_IF_NOT_PRESENT, format!("{t}/spec/volumes/0/image/pullPolicy")),
-        (rule::BACKOFF_LIMIT, "/spec/backoffLimit".into()),
-        (rule::POD_FAILURE_POLICY, "/spec/podFailurePolicy".into()),
-        (rule::ACTIVE_DEADLINE, "/spec/activeDeadlineSeconds".into()),
-        (rule::TTL, "/spec/ttlSecondsAfterFinished".into()),
-    ]);
+    assert_eq!(
+        rules(BARE_JOB),
+        vec![
+            (rule::PULLCHECK_MISSING, format!("{t}/spec/initContainers")),
+            (rule::RESTART_POLICY, format!("{t}/spec/restartPolicy")),
+            (
+                rule::IMAGE_LATEST_IF_NOT_PRESENT,
+                format!("{t}/spec/containers/0/imagePullPolicy")
+            ),
+            (
+                rule::IMAGE_LATEST_IF_NOT_PRESENT,
+                format!("{t}/spec/containers/1/imagePullPolicy")
+            ),
+            (
+                rule::IMAGE_PULL_NEVER,
+                format!("{t}/spec/containers/3/imagePullPolicy")
+            ),
+            (
+                rule::IMAGE_LATEST_IF_NOT_PRESENT,
+                format!("{t}/spec/volumes/0/image/pullPolicy")
+            ),
+            (rule::BACKOFF_LIMIT, "/spec/backoffLimit".into()),
+            (rule::POD_FAILURE_POLICY, "/spec/podFailurePolicy".into()),
+            (rule::ACTIVE_DEADLINE, "/spec/activeDeadlineSeconds".into()),
+            (rule::TTL, "/spec/ttlSecondsAfterFinished".into()),
+        ]
+    );
 }
 
 #[test]
@@ -65,19 +83,39 @@ fn finding_carries_the_workload_and_a_short_message() {
             message: "restartPolicy OnFailure: a failed init container restarts instead of failing the pod".into(),
         }
     );
-    let long = BARE_JOB.replace("reg.example/b'", &format!("reg.example/{}/b'", "x".repeat(200)));
+    let long = BARE_JOB.replace(
+        "reg.example/b'",
+        &format!("reg.example/{}/b'", "x".repeat(200)),
+    );
     for f in lint_object(&doc(&long), &Table::builtin()) {
-        assert!(f.message.chars().count() <= 120, "{} chars: {}", f.message.chars().count(), f.message);
+        assert!(
+            f.message.chars().count() <= 120,
+            "{} chars: {}",
+            f.message.chars().count(),
+            f.message
+        );
     }
 }
 
 #[test]
 fn the_injected_examples_only_lack_a_pinned_checker() {
-    for name in ["job-backoff-limit-0", "job-pod-failure-policy", "cronjob", "pytorchjob", "jobset"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.injected.yaml"));
-        let findings = lint_stream(&std::fs::read_to_string(path).unwrap(), &Table::builtin()).unwrap();
+    for name in [
+        "job-backoff-limit-0",
+        "job-pod-failure-policy",
+        "cronjob",
+        "pytorchjob",
+        "jobset",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("examples/{name}.injected.yaml"));
+        let findings =
+            lint_stream(&std::fs::read_to_string(path).unwrap(), &Table::builtin()).unwrap();
         let got: Vec<&str> = findings.iter().map(|f| f.rule).collect();
-        let templates = if matches!(name, "pytorchjob" | "jobset") { 2 } else { 1 };
+        let templates = if matches!(name, "pytorchjob" | "jobset") {
+            2
+        } else {
+            1
+        };
         let mut want = vec![rule::PULLCHECK_UNPINNED; templates];
         if name == "job-pod-failure-policy" {
             // tools/local-only:dev is imagePullPolicy Never on purpose.
@@ -91,7 +129,13 @@ fn the_injected_examples_only_lack_a_pinned_checker() {
 #[test]
 fn a_policy_without_pullcheck_codes_and_a_pinned_checker() {
     let y = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  backoffLimit: 0\n  activeDeadlineSeconds: 60\n  ttlSecondsAfterFinished: 60\n  podFailurePolicy:\n    rules:\n    - {action: FailJob, onExitCodes: {containerName: pullcheck, operator: In, values: [10, 11]}}\n  template:\n    spec:\n      restartPolicy: Never\n      initContainers: [{name: pullcheck, image: 'm/pullcheck:1@sha256:abcd'}]\n      containers: [{name: a, image: 'a:1'}]\n";
-    assert_eq!(rules(y), vec![(rule::POD_FAILURE_POLICY_CODES, "/spec/podFailurePolicy/rules".to_string())]);
+    assert_eq!(
+        rules(y),
+        vec![(
+            rule::POD_FAILURE_POLICY_CODES,
+            "/spec/podFailurePolicy/rules".to_string()
+        )]
+    );
 }
 
 #[test]
@@ -99,28 +143,62 @@ fn kubeflow_and_pod_rules() {
     let y = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\nspec:\n  runPolicy: {cleanPodPolicy: None}\n  pytorchReplicaSpecs:\n    Master: {restartPolicy: ExitCode, template: {spec: {containers: [{name: a, image: 'm:1'}]}}}\n    Worker: {template: {spec: {containers: [{name: a, image: 'w:1'}]}}}\n";
     let m = "/spec/pytorchReplicaSpecs/Master";
     let w = "/spec/pytorchReplicaSpecs/Worker";
-    assert_eq!(rules(y), vec![
-        (rule::PULLCHECK_MISSING, format!("{m}/template/spec/initContainers")),
-        (rule::RESTART_POLICY_EXIT_CODE, format!("{m}/restartPolicy")),
-        (rule::PULLCHECK_MISSING, format!("{w}/template/spec/initContainers")),
-        (rule::RESTART_POLICY, format!("{w}/restartPolicy")),
-        (rule::RUN_POLICY_BACKOFF_LIMIT, "/spec/runPolicy/backoffLimit".into()),
-        (rule::CLEAN_POD_POLICY, "/spec/runPolicy/cleanPodPolicy".into()),
-        (rule::ACTIVE_DEADLINE, "/spec/runPolicy/activeDeadlineSeconds".into()),
-        (rule::TTL, "/spec/runPolicy/ttlSecondsAfterFinished".into()),
-    ]);
+    assert_eq!(
+        rules(y),
+        vec![
+            (
+                rule::PULLCHECK_MISSING,
+                format!("{m}/template/spec/initContainers")
+            ),
+            (rule::RESTART_POLICY_EXIT_CODE, format!("{m}/restartPolicy")),
+            (
+                rule::PULLCHECK_MISSING,
+                format!("{w}/template/spec/initContainers")
+            ),
+            (rule::RESTART_POLICY, format!("{w}/restartPolicy")),
+            (
+                rule::RUN_POLICY_BACKOFF_LIMIT,
+                "/spec/runPolicy/backoffLimit".into()
+            ),
+            (
+                rule::CLEAN_POD_POLICY,
+                "/spec/runPolicy/cleanPodPolicy".into()
+            ),
+            (
+                rule::ACTIVE_DEADLINE,
+                "/spec/runPolicy/activeDeadlineSeconds".into()
+            ),
+            (rule::TTL, "/spec/runPolicy/ttlSecondsAfterFinished".into()),
+        ]
+    );
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: 'a:1'}]\n";
     let f = lint_object(&doc(pod), &Table::builtin());
-    assert_eq!(f.iter().map(|f| f.rule).collect::<Vec<_>>(), [rule::PULLCHECK_MISSING, rule::RESTART_POLICY]);
-    assert!(f[1].message.starts_with("restartPolicy Always (default): "), "{}", f[1].message);
+    assert_eq!(
+        f.iter().map(|f| f.rule).collect::<Vec<_>>(),
+        [rule::PULLCHECK_MISSING, rule::RESTART_POLICY]
+    );
+    assert!(
+        f[1].message.starts_with("restartPolicy Always (default): "),
+        "{}",
+        f[1].message
+    );
 }
 
 #[test]
 fn skipped_windows_and_unknown_workloads_have_no_findings() {
-    let skip = BARE_JOB.replace("namespace: ns}", "namespace: ns, annotations: {pullcheck.io/skip: 'true'}}");
+    let skip = BARE_JOB.replace(
+        "namespace: ns}",
+        "namespace: ns, annotations: {pullcheck.io/skip: 'true'}}",
+    );
     assert_eq!(rules(&skip), vec![]);
-    assert_eq!(rules("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), vec![]);
-    let win = BARE_JOB.replace("      restartPolicy: OnFailure\n", "      restartPolicy: OnFailure\n      os: {name: windows}\n");
+    assert_eq!(
+        rules("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"),
+        vec![]
+    );
+    let win = BARE_JOB.replace(
+        "      restartPolicy: OnFailure\n",
+        "      restartPolicy: OnFailure\n      os: {name: windows}\n",
+    );
     // pullcheck can't run there, so its Job-level gaps are out of scope too.
     assert_eq!(rules(&win), vec![]);
 }
@@ -133,7 +211,12 @@ fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let s = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (out.status.code().unwrap(), s(out.stdout), s(out.stderr))
@@ -145,25 +228,42 @@ fn binary_exit_codes_and_output_formats() {
     let (code, out, err) = binary(&["lint", "-f", "-"], &stream);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().count(), 10);
-    assert!(out.starts_with("-: document 2: Job ns/j: /spec/template/spec/initContainers: pullcheck-missing: "), "{out}");
-    let (code, out, _) = binary(&["lint", "--strict", "--output", "json", "-f", "-"], &stream);
+    assert!(
+        out.starts_with(
+            "-: document 2: Job ns/j: /spec/template/spec/initContainers: pullcheck-missing: "
+        ),
+        "{out}"
+    );
+    let (code, out, _) = binary(
+        &["lint", "--strict", "--output", "json", "-f", "-"],
+        &stream,
+    );
     assert_eq!(code, i32::from(pullcheck::verdict::code::LINT_FINDINGS));
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["schemaVersion"], 1);
     assert_eq!(v["findings"].as_array().unwrap().len(), 10);
     assert_eq!(v["findings"][0]["document"], 2);
     assert_eq!(v["findings"][0]["rule"], "pullcheck-missing");
-    let (code, out, _) = binary(&["lint", "--strict", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n");
+    let (code, out, _) = binary(
+        &["lint", "--strict", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    );
     assert_eq!((code, out.as_str()), (0, ""));
 }
 
 #[test]
 fn binary_unreadable_or_invalid_input_exits_2_with_one_line() {
-    let (code, out, err) = binary(&["lint", "--strict", "-f", "-"], "a: 1\n---\nb: 2\n---\nc: {d: 1\n");
+    let (code, out, err) = binary(
+        &["lint", "--strict", "-f", "-"],
+        "a: 1\n---\nb: 2\n---\nc: {d: 1\n",
+    );
     assert_eq!((code, out.as_str()), (2, ""));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("pullcheck: -: document 3, line "), "{err}");
     let (code, _, err) = binary(&["lint", "-f", "/nonexistent/m.yaml"], "");
     assert_eq!(code, 2);
-    assert!(err.starts_with("pullcheck: /nonexistent/m.yaml: cannot read: "), "{err}");
+    assert!(
+        err.starts_with("pullcheck: /nonexistent/m.yaml: cannot read: "),
+        "{err}"
+    );
 }

@@ -1,8 +1,13 @@
 mod check_auth;
+mod check_transient;
 mod check_verdicts;
 mod cli;
 mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;
 mod harness_selftest;
+mod inject;
+mod k8s_examples;
+mod lint;
+mod scripted;
 mod support;

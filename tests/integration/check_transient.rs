@@ -1,0 +1,231 @@
+//! Transient verdicts (exit 20): a registry stopped, paused or killed mid-run, untrusted,
+//! wrong-name and expired certificates, a name that doesn't resolve, and a 429 storm (the
+//! one scripted server: a real registry can't be made to answer 429).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::cli::{check, pullcheck};
+use crate::scripted::Scripted;
+use crate::support::{Mode, fixture, make_cert, start_dedicated, start_dedicated_with_cert};
+
+#[test]
+fn stopped_registry_is_transient() {
+    let reg = start_dedicated(Mode::Anon);
+    let image = fixture().images.oci_manifest.reference(&reg);
+    reg.stop();
+    let r = check(&["--insecure-registry", &reg.host, &image]);
+    r.assert_code(20);
+    let d = r.image(0)["detail"].as_str().unwrap().to_string();
+    assert!(d.contains("cannot connect"), "{d}");
+}
+
+#[test]
+fn paused_registry_times_out_within_the_deadline() {
+    let reg = start_dedicated(Mode::Anon);
+    let image = fixture().images.oci_manifest.reference(&reg);
+    reg.pause();
+    let start = Instant::now();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "--timeout",
+        "3",
+        "--request-timeout",
+        "1",
+        &image,
+    ]);
+    let took = start.elapsed();
+    reg.resume();
+    r.assert_code(20);
+    assert!(
+        r.image(0)["detail"].as_str().unwrap().contains("timed out"),
+        "{}",
+        r.stdout
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn registry_killed_mid_run_is_transient() {
+    let reg = start_dedicated(Mode::Anon);
+    let image = fixture().images.oci_manifest.reference(&reg);
+    let host = reg.host.clone();
+    reg.pause();
+    let started = Instant::now();
+    let handle = std::thread::spawn(move || {
+        check(&["--insecure-registry", &host, "--timeout", "8", &image])
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    reg.stop(); // the check is waiting on a connection the registry accepted
+    let r = handle.join().unwrap();
+    r.assert_code(20);
+    assert_eq!(r.image(0)["verdict"], "transient");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn untrusted_certificate_is_transient_with_a_hint() {
+    let f = fixture();
+    let r = pullcheck(
+        &[
+            "check",
+            "--output",
+            "json",
+            &f.images.oci_manifest.reference(&f.basic),
+        ],
+        &[],
+    );
+    r.assert_code(20);
+    let d = r.image(0)["detail"].as_str().unwrap().to_string();
+    assert!(
+        d.contains("certificate not trusted (unknown issuer); pass its CA with --ca-file"),
+        "{d}"
+    );
+}
+
+#[test]
+fn ssl_cert_file_is_honoured() {
+    let f = fixture();
+    let ca = f.ca_file.to_string_lossy().into_owned();
+    let r = pullcheck(
+        &[
+            "check",
+            "--output",
+            "json",
+            &f.images.oci_manifest.reference(&f.token),
+        ],
+        &[("SSL_CERT_FILE", &ca)],
+    );
+    r.assert_code(0);
+}
+
+#[test]
+fn certificate_for_another_name_and_expired_certificate() {
+    let (cert, key) = make_cert(
+        &["wrong.example"],
+        SystemTime::now() + Duration::from_secs(86_400),
+    );
+    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
+    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
+    r.assert_code(20);
+    assert!(
+        r.image(0)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("certificate is for another name"),
+        "{}",
+        r.stdout
+    );
+
+    let (cert, key) = make_cert(
+        &["127.0.0.1", "localhost"],
+        SystemTime::now() - Duration::from_secs(86_400),
+    );
+    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
+    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
+    r.assert_code(20);
+    assert!(
+        r.image(0)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("certificate expired"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn name_that_does_not_resolve_is_transient() {
+    // In a fresh network namespace nothing but a down loopback exists, so resolution fails
+    // locally (no query leaves the machine).
+    let r = std::process::Command::new("unshare")
+        .args([
+            "-n",
+            crate::cli::bin(),
+            "check",
+            "--output",
+            "json",
+            "no-such-host.invalid/app:v1",
+        ])
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(20),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let d = doc["images"][0]["detail"].as_str().unwrap();
+    assert!(
+        d.contains("cannot resolve host: no-such-host.invalid"),
+        "{d}"
+    );
+}
+
+fn rate_limited(retry_after: &'static str) -> Scripted {
+    Scripted::start(move |_, path| {
+        if path == "/v2/" {
+            (200, vec![], "{}".into())
+        } else {
+            (
+                429,
+                vec![
+                    ("Retry-After".into(), retry_after.into()),
+                    ("Content-Type".into(), "application/json".into()),
+                ],
+                r#"{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}"#.into(),
+            )
+        }
+    })
+}
+
+#[test]
+fn rate_limit_is_retried_then_transient() {
+    let s = rate_limited("1");
+    let r = check(&[
+        "--insecure-registry",
+        &s.host,
+        "--platform",
+        "any",
+        &format!("{}/app:v1", s.host),
+    ]);
+    r.assert_code(20);
+    let d = r.image(0)["detail"].as_str().unwrap().to_string();
+    assert!(
+        d.contains("HTTP 429") && d.ends_with("after retries"),
+        "{d}"
+    );
+    // One ping, then 4 attempts (MAX_ATTEMPTS) of the manifest HEAD; never a GET.
+    let reqs = s.requests();
+    assert_eq!(reqs[0], "GET /v2/");
+    assert_eq!(
+        reqs[1..],
+        vec!["HEAD /v2/app/manifests/v1".to_string(); 4][..]
+    );
+}
+
+#[test]
+fn retry_after_beyond_the_deadline_gives_up_at_once() {
+    let s = rate_limited("3600");
+    let start = Instant::now();
+    let r = check(&[
+        "--insecure-registry",
+        &s.host,
+        "--platform",
+        "any",
+        "--timeout",
+        "30",
+        &format!("{}/app:v1", s.host),
+    ]);
+    r.assert_code(20);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        s.requests(),
+        vec![
+            "GET /v2/".to_string(),
+            "HEAD /v2/app/manifests/v1".to_string()
+        ]
+    );
+}

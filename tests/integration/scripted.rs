@@ -1,0 +1,76 @@
+//! A scripted HTTP/1.1 server on loopback, used ONLY for behaviour a real registry can't be
+//! made to show (here: 429 with `Retry-After`). Every request it gets is recorded so tests
+//! can assert the exact number.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+/// A canned response: status, extra header lines, body.
+pub type Reply = (u16, Vec<(String, String)>, String);
+
+/// A running scripted server.
+pub struct Scripted {
+    /// `127.0.0.1:PORT`.
+    pub host: String,
+    /// `METHOD PATH` of every request received, in order.
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Scripted {
+    /// Start a server whose answer to each request is `route(method, path)`.
+    pub fn start(route: impl Fn(&str, &str) -> Reply + Send + Sync + 'static) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let log = requests.clone();
+        let route = Arc::new(route);
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                let route = route.clone();
+                thread::spawn(move || serve(stream, &log, &*route));
+            }
+        });
+        Scripted { host, requests }
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, log: &Mutex<Vec<String>>, route: &dyn Fn(&str, &str) -> Reply) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    loop {
+        let mut first = String::new();
+        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+            return;
+        }
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                break;
+            }
+        }
+        let mut parts = first.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("").to_string();
+        log.lock().unwrap().push(format!("{method} {path}"));
+        let (status, headers, body) = route(&method, &path);
+        let mut resp = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\n", body.len());
+        for (k, v) in headers {
+            resp.push_str(&format!("{k}: {v}\r\n"));
+        }
+        resp.push_str("\r\n");
+        if method != "HEAD" {
+            resp.push_str(&body);
+        }
+        if writer.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
