@@ -1,4 +1,5 @@
 mod check_auth;
+mod check_requests;
 mod check_transient;
 mod check_verdicts;
 mod cli;
