@@ -10,5 +10,6 @@ mod harness_selftest;
 mod inject;
 mod k8s_examples;
 mod lint;
+mod mirrors_explain;
 mod scripted;
 mod support;

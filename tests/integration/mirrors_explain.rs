@@ -1,0 +1,239 @@
+//! `--hosts-dir` (containerd certs.d layout, copied unchanged from a node) and
+//! `pullcheck explain`.
+
+use crate::cli::{check, pull_secret, pullcheck};
+use crate::support::{ALICE, fixture, temp_dir};
+
+/// certs.d/<host with :port → _port_>/hosts.toml
+fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
+    let dir = match registry_host.rsplit_once(':') {
+        Some((h, p)) => root.join(format!("{h}_{p}_")),
+        None => root.join(registry_host),
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hosts.toml"), body).unwrap();
+}
+
+#[test]
+fn mirror_is_tried_first_with_ns_and_without_credentials() {
+    let f = fixture();
+    let root = temp_dir();
+    // The reference names the TLS+htpasswd registry; the node's hosts.toml mirrors it to the
+    // anonymous registry (same content), which must see ?ns= and no Authorization.
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    let dir = temp_dir();
+    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    let mark = f.anon.mark();
+    let r = check(&[
+        "--hosts-dir",
+        root.path().to_str().unwrap(),
+        "--pull-secrets",
+        &secret,
+        "--platform",
+        "any",
+        &f.images.deep.reference(&f.basic),
+    ]);
+    r.assert_code(0);
+    assert_eq!(r.image(0)["endpoint"], f.anon.host.as_str());
+    let ns = f.basic.host.replace(':', "%3A");
+    let seen = f
+        .anon
+        .requests_since_matching(mark, "/org/sub/project/img/");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].method, "HEAD");
+    assert_eq!(
+        seen[0].uri,
+        format!("/v2/org/sub/project/img/manifests/v1?ns={ns}")
+    );
+}
+
+#[test]
+fn missing_on_the_mirror_falls_back_to_the_server() {
+    let f = fixture();
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    let dir = temp_dir();
+    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    // A tag only the upstream has can't exist here (shared storage), so check a missing tag:
+    // 404 on the mirror, then 404 on the server: not found, reported from the server.
+    let r = check(&[
+        "--hosts-dir",
+        root.path().to_str().unwrap(),
+        "--pull-secrets",
+        &secret,
+        "--platform",
+        "any",
+        &format!("{}/oci/app:absent", f.basic.host),
+    ]);
+    r.assert_code(11);
+    assert_eq!(r.image(0)["endpoint"], f.basic.host.as_str());
+}
+
+#[test]
+fn a_mirror_without_resolve_is_not_asked_for_tags() {
+    let f = fixture();
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\"]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    let dir = temp_dir();
+    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    let mark = f.anon.mark();
+    let r = check(&[
+        "--hosts-dir",
+        root.path().to_str().unwrap(),
+        "--pull-secrets",
+        &secret,
+        "--platform",
+        "any",
+        &f.images.docker_schema2.reference(&f.basic),
+    ]);
+    r.assert_code(0);
+    assert_eq!(r.image(0)["endpoint"], f.basic.host.as_str());
+    assert_eq!(
+        f.anon.requests_since_matching(mark, "/docker/app/").len(),
+        0
+    );
+}
+
+#[test]
+fn explain_shows_endpoints_and_credential_keys_in_order() {
+    let f = fixture();
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\"]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    let dir = temp_dir();
+    let secret = pull_secret(
+        dir.path(),
+        "s.json",
+        &[
+            (&f.basic.host, "a", "secret-one"),
+            (&format!("{}/oci", f.basic.host), "b", "secret-two"),
+            ("*.example.com", "c", "x"),
+        ],
+    );
+    let image = f.images.oci_manifest.reference(&f.basic);
+    let r = pullcheck(
+        &[
+            "explain",
+            "--output",
+            "json",
+            "--hosts-dir",
+            root.path().to_str().unwrap(),
+            "--pull-secrets",
+            &secret,
+            "--platform",
+            "linux/arm64/v8",
+            &image,
+        ],
+        &[],
+    );
+    r.assert_code(0);
+    let j = r.json();
+    assert_eq!(j["reference"], image.as_str());
+    assert_eq!(
+        j["kubelet_repo_to_pull"],
+        format!("{}/oci/app", f.basic.host)
+    );
+    assert_eq!(j["kubelet_image_sent_to_cri"], image.as_str());
+    assert_eq!(
+        j["endpoints"][0]["url"],
+        format!("http://{}/v2", f.anon.host)
+    );
+    assert_eq!(j["endpoints"][0]["mirror"], true);
+    assert_eq!(
+        j["endpoints"][0]["used_for_this_reference"], false,
+        "tags need resolve"
+    );
+    assert_eq!(
+        j["endpoints"][1]["url"],
+        format!("https://{}/v2", f.basic.host)
+    );
+    assert_eq!(
+        j["credentials"],
+        serde_json::json!([
+            format!("pull secret {secret} key {}/oci", f.basic.host),
+            format!("pull secret {secret} key {}", f.basic.host),
+        ])
+    );
+    assert_eq!(j["platform"], "linux/arm64/v8");
+    assert!(!r.stdout.contains("secret-one") && !r.stdout.contains("secret-two"));
+}
+
+#[test]
+fn explain_of_a_short_name_shows_kubelet_normalization() {
+    let r = pullcheck(
+        &[
+            "explain",
+            "--output",
+            "json",
+            "--no-docker-config",
+            "busybox",
+        ],
+        &[],
+    );
+    r.assert_code(0);
+    let j = r.json();
+    assert_eq!(j["reference"], "docker.io/library/busybox:latest");
+    assert_eq!(j["kubelet_image_sent_to_cri"], "busybox:latest");
+    assert_eq!(j["endpoints"][0]["url"], "https://registry-1.docker.io/v2");
+    assert_eq!(j["credentials"], serde_json::json!([]));
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    for (args, start) in [
+        (
+            vec!["check", "--platform", "linux/*", "x"],
+            "pullcheck: --platform linux/*: ",
+        ),
+        (
+            vec!["check", "--timeout", "0", "x"],
+            "pullcheck: --timeout 0: must be a number of seconds",
+        ),
+        (
+            vec!["check", "--hosts-dir", "/nonexistent", "x"],
+            "pullcheck: --hosts-dir /nonexistent: not a directory",
+        ),
+        (
+            vec!["check", "--pull-secrets", "/nonexistent/s.json", "x"],
+            "pullcheck: ",
+        ),
+        (
+            vec!["check", "--ca-file", "/etc/hostname", "x"],
+            "pullcheck: CA file /etc/hostname: ",
+        ),
+    ] {
+        let r = pullcheck(&args, &[]);
+        r.assert_code(2);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with(start), "{args:?}: {}", r.stderr);
+    }
+    let r = pullcheck(&["check"], &[]);
+    r.assert_code(2);
+}
