@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod credentials;
 pub mod engine;
+pub mod k8s;
 pub mod manifest;
 pub mod platform;
 pub mod reference;

@@ -62,7 +62,7 @@ throttles the TLS handshake. Explicit values keep a LimitRange from injecting it
 limit ends in an OOM kill (exit 137), which podFailurePolicy does not treat as pullcheck's.")]
     pub memory: String,
 
-    /// Extra argument for `pullcheck check` (repeatable), e.g. --check-arg=--platform=any.
+    /// Extra `pullcheck check` argument (repeatable), e.g. --check-arg=--platform=any
     #[arg(long = "check-arg", value_name = "ARG", help_heading = "Init container",
         allow_hyphen_values = true,
         long_help = "Appended to the init container's `check` arguments, before the images; \

@@ -85,7 +85,10 @@ pub struct Warning {
 }
 
 fn warn(out: &mut Vec<Warning>, path: &str, message: impl Into<String>) {
-    out.push(Warning { path: path.to_string(), message: message.into() });
+    out.push(Warning {
+        path: path.to_string(),
+        message: message.into(),
+    });
 }
 
 /// True when `metadata.annotations["pullcheck.io/skip"]` is `"true"`.
@@ -108,7 +111,13 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
         && obj.get("kind").and_then(Value::as_str) == Some("List")
     {
-        for (i, item) in obj.get_mut("items").and_then(Value::as_array_mut).into_iter().flatten().enumerate() {
+        for (i, item) in obj
+            .get_mut("items")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             for w in inject_object(item, opts, table) {
                 warn(&mut out, &format!("/items/{i}{}", w.path), w.message);
             }
@@ -118,7 +127,11 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     if table.lookup(obj).is_none() {
         let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
-        warn(&mut out, "", format!("unknown kind {api} {kind}: left unchanged (add it with --kinds)"));
+        warn(
+            &mut out,
+            "",
+            format!("unknown kind {api} {kind}: left unchanged (add it with --kinds)"),
+        );
         return out;
     }
     if skipped(obj) {
@@ -127,7 +140,9 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     let templates = pod_templates(obj, table);
     let mut injected = Vec::new();
     for t in &templates {
-        let Some(template) = obj.pointer_mut(&t.pointer) else { continue };
+        let Some(template) = obj.pointer_mut(&t.pointer) else {
+            continue;
+        };
         if inject_template(template, &t.pointer, opts, &mut out) {
             injected.push(t.clone());
         }
@@ -139,9 +154,18 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
 }
 
 /// Inject into one pod template; false when it was left without a checker.
-fn inject_template(template: &mut Value, at: &str, opts: &InjectOptions, out: &mut Vec<Warning>) -> bool {
+fn inject_template(
+    template: &mut Value,
+    at: &str,
+    opts: &InjectOptions,
+    out: &mut Vec<Warning>,
+) -> bool {
     if is_windows(template) {
-        warn(out, at, "Windows pod template: left unchanged (the pullcheck image is Linux-only)");
+        warn(
+            out,
+            at,
+            "Windows pod template: left unchanged (the pullcheck image is Linux-only)",
+        );
         return false;
     }
     if skipped(template) {
@@ -149,7 +173,8 @@ fn inject_template(template: &mut Value, at: &str, opts: &InjectOptions, out: &m
     }
     let mut refs: Vec<String> = Vec::new();
     for use_ in template_images(template, at) {
-        let ours = use_.container == CONTAINER_NAME && use_.slot == super::templates::Slot::InitContainer;
+        let ours =
+            use_.container == CONTAINER_NAME && use_.slot == super::templates::Slot::InitContainer;
         if ours || use_.pull_policy.as_deref() == Some("Never") || refs.contains(&use_.image) {
             continue;
         }
@@ -163,7 +188,11 @@ fn inject_template(template: &mut Value, at: &str, opts: &InjectOptions, out: &m
     if refs.is_empty() {
         remove_named(spec, "initContainers", CONTAINER_NAME);
         remove_named(spec, "volumes", VOLUME_NAME);
-        warn(out, at, "no image to check (all imagePullPolicy: Never): no pullcheck init container");
+        warn(
+            out,
+            at,
+            "no image to check (all imagePullPolicy: Never): no pullcheck init container",
+        );
         return false;
     }
     let inits = array_entry(spec, "initContainers");
@@ -199,7 +228,9 @@ fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
 
 /// `spec[list]` as a mutable array, created (at the end of the map) when absent or null.
 fn array_entry<'a>(spec: &'a mut Map<String, Value>, list: &str) -> &'a mut Vec<Value> {
-    let slot = spec.entry(list.to_string()).or_insert_with(|| Value::Array(Vec::new()));
+    let slot = spec
+        .entry(list.to_string())
+        .or_insert_with(|| Value::Array(Vec::new()));
     if !slot.is_array() {
         *slot = Value::Array(Vec::new());
     }
@@ -234,7 +265,8 @@ fn container(refs: &[String], secrets: &[String], opts: &InjectOptions) -> Value
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
     if !secrets.is_empty() {
-        c["volumeMounts"] = json!([{"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}]);
+        c["volumeMounts"] =
+            json!([{"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}]);
     }
     c
 }
@@ -268,7 +300,11 @@ pub fn inject_stream(
     let mut docs = super::yaml::parse_documents(text)?;
     let mut warnings = Vec::new();
     for d in &mut docs {
-        warnings.extend(inject_object(&mut d.value, opts, table).into_iter().map(|w| (d.number, w)));
+        warnings.extend(
+            inject_object(&mut d.value, opts, table)
+                .into_iter()
+                .map(|w| (d.number, w)),
+        );
     }
     let out = super::yaml::to_yaml_stream(docs.iter().map(|d| &d.value))?;
     Ok((out, warnings))

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::inject::{CONTAINER_NAME, is_windows, skipped};
 use super::policy::covers_pullcheck_codes;
-use super::templates::{PodTemplateRef, Slot, Table, namespace_and_name, pod_templates, template_images};
+use super::templates::{
+    PodTemplateRef, Slot, Table, namespace_and_name, pod_templates, template_images,
+};
 
 /// Stable rule ids; the text after each is what the rule means.
 pub mod rule {
@@ -86,10 +88,23 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn push(&mut self, rule: &'static str, path: impl Into<String>, message: impl Into<String>) {
         let (namespace, name) = namespace_and_name(self.obj);
-        let kind = self.obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = self
+            .obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let message = message.into();
         debug_assert!(message.chars().count() <= 120, "{message}");
-        self.out.push(Finding { rule, kind, namespace, name, document: None, path: path.into(), message });
+        self.out.push(Finding {
+            rule,
+            kind,
+            namespace,
+            name,
+            document: None,
+            path: path.into(),
+            message,
+        });
     }
 
     fn has(&self, pointer: &str) -> bool {
@@ -101,30 +116,43 @@ impl Ctx<'_> {
     }
 }
 
-/// The findings for one object (items of a `v1 List` included); none for unknown kinds and
-/// workloads annotated `pullcheck.io/skip: "true"`.
+/// The findings for one object (items of a `v1 List` included); none for unknown kinds,
+/// workloads annotated `pullcheck.io/skip: "true"`, and Windows pod templates (with their
+/// Job: pullcheck can't run there).
 pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
     if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
         && obj.get("kind").and_then(Value::as_str) == Some("List")
     {
-        let items = obj.get("items").and_then(Value::as_array).into_iter().flatten();
+        let items = obj
+            .get("items")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
         return items.flat_map(|i| lint_object(i, table)).collect();
     }
     if table.lookup(obj).is_none() || skipped(obj) {
         return Vec::new();
     }
-    let mut cx = Ctx { obj, out: Vec::new() };
+    let mut cx = Ctx {
+        obj,
+        out: Vec::new(),
+    };
     let templates: Vec<PodTemplateRef> = pod_templates(obj, table)
         .into_iter()
-        .filter(|t| obj.pointer(&t.pointer).is_some_and(|v| !is_windows(v) && !skipped(v)))
+        .filter(|t| {
+            obj.pointer(&t.pointer)
+                .is_some_and(|v| !is_windows(v) && !skipped(v))
+        })
         .collect();
     for t in &templates {
         template_findings(&mut cx, t);
     }
-    let mut jobs: Vec<&str> = templates.iter().filter_map(|t| t.job_spec.as_deref()).collect();
-    jobs.dedup();
-    for (job, t) in jobs.iter().filter_map(|j| templates.iter().find(|t| t.job_spec.as_deref() == Some(j)).map(|t| (*j, t))) {
-        job_findings(&mut cx, job, &t.pointer);
+    let mut seen: Vec<&str> = Vec::new();
+    for t in &templates {
+        if let Some(job) = t.job_spec.as_deref().filter(|j| !seen.contains(j)) {
+            seen.push(job);
+            job_findings(&mut cx, job, &t.pointer);
+        }
     }
     if let Some(rp) = templates.iter().find_map(|t| t.run_policy.clone()) {
         run_policy_findings(&mut cx, &rp);
@@ -150,9 +178,13 @@ fn is_latest(image: &str) -> bool {
 }
 
 fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
-    let Some(template) = cx.obj.pointer(&t.pointer) else { return };
+    let Some(template) = cx.obj.pointer(&t.pointer) else {
+        return;
+    };
     let uses = template_images(template, &t.pointer);
-    let ours = uses.iter().find(|u| u.slot == Slot::InitContainer && u.container == CONTAINER_NAME);
+    let ours = uses
+        .iter()
+        .find(|u| u.slot == Slot::InitContainer && u.container == CONTAINER_NAME);
     match ours {
         None => cx.push(
             rule::PULLCHECK_MISSING,
@@ -168,10 +200,16 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
     }
     if t.run_policy.is_none() {
         let path = format!("{}/spec/restartPolicy", t.pointer);
-        let default = if t.job_spec.is_some() { "unset" } else { "Always (default)" };
+        let default = if t.job_spec.is_some() {
+            "unset"
+        } else {
+            "Always (default)"
+        };
         let rp = cx.str(&path).unwrap_or(default).to_string();
         if rp != "Never" {
-            let msg = format!("restartPolicy {rp}: a failed init container restarts instead of failing the pod");
+            let msg = format!(
+                "restartPolicy {rp}: a failed init container restarts instead of failing the pod"
+            );
             cx.push(rule::RESTART_POLICY, path, msg);
         }
     } else {
@@ -194,12 +232,26 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
         let image = short(&u.image);
         match u.pull_policy.as_deref() {
             Some("Never") => {
-                let msg = format!("{}: imagePullPolicy Never: image must already be on the node; not checked", image);
-                cx.push(rule::IMAGE_PULL_NEVER, policy_pointer(&u.pointer, u.slot), msg);
+                let msg = format!(
+                    "{}: imagePullPolicy Never: image must already be on the node; not checked",
+                    image
+                );
+                cx.push(
+                    rule::IMAGE_PULL_NEVER,
+                    policy_pointer(&u.pointer, u.slot),
+                    msg,
+                );
             }
             Some("IfNotPresent") if is_latest(&u.image) => {
-                let msg = format!("{}: latest with IfNotPresent may run a node-only copy; pin a tag or digest", image);
-                cx.push(rule::IMAGE_LATEST_IF_NOT_PRESENT, policy_pointer(&u.pointer, u.slot), msg);
+                let msg = format!(
+                    "{}: latest with IfNotPresent may run a node-only copy; pin a tag or digest",
+                    image
+                );
+                cx.push(
+                    rule::IMAGE_LATEST_IF_NOT_PRESENT,
+                    policy_pointer(&u.pointer, u.slot),
+                    msg,
+                );
             }
             _ => {}
         }
@@ -219,16 +271,31 @@ fn short(image: &str) -> String {
     if image.chars().count() <= 40 {
         image.to_string()
     } else {
-        let tail: String = image.chars().rev().take(39).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = image
+            .chars()
+            .rev()
+            .take(39)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("…{tail}")
     }
 }
 
 fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
     if !cx.has(&format!("{job}/backoffLimit")) {
-        cx.push(rule::BACKOFF_LIMIT, format!("{job}/backoffLimit"), "backoffLimit unset: the default 6 retries a failed check for minutes");
+        cx.push(
+            rule::BACKOFF_LIMIT,
+            format!("{job}/backoffLimit"),
+            "backoffLimit unset: the default 6 retries a failed check for minutes",
+        );
     }
-    match cx.obj.pointer(&format!("{job}/podFailurePolicy")).filter(|p| !p.is_null()) {
+    match cx
+        .obj
+        .pointer(&format!("{job}/podFailurePolicy"))
+        .filter(|p| !p.is_null())
+    {
         None => cx.push(
             rule::POD_FAILURE_POLICY,
             format!("{job}/podFailurePolicy"),
@@ -241,15 +308,23 @@ fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
         ),
         Some(_) => {}
     }
-    if !cx.has(&format!("{job}/activeDeadlineSeconds")) && !cx.has(&format!("{template}/spec/activeDeadlineSeconds")) {
+    if !cx.has(&format!("{job}/activeDeadlineSeconds"))
+        && !cx.has(&format!("{template}/spec/activeDeadlineSeconds"))
+    {
         cx.push(
             rule::ACTIVE_DEADLINE,
             format!("{job}/activeDeadlineSeconds"),
             "no activeDeadlineSeconds: nothing bounds a pod stuck pulling an image",
         );
     }
-    if !cx.has(&format!("{job}/ttlSecondsAfterFinished")) && !cx.has("/spec/ttlSecondsAfterFinished") {
-        cx.push(rule::TTL, format!("{job}/ttlSecondsAfterFinished"), "no ttlSecondsAfterFinished: finished Jobs and pods linger");
+    if !cx.has(&format!("{job}/ttlSecondsAfterFinished"))
+        && !cx.has("/spec/ttlSecondsAfterFinished")
+    {
+        cx.push(
+            rule::TTL,
+            format!("{job}/ttlSecondsAfterFinished"),
+            "no ttlSecondsAfterFinished: finished Jobs and pods linger",
+        );
     }
 }
 
@@ -270,10 +345,18 @@ fn run_policy_findings(cx: &mut Ctx<'_>, rp: &str) {
         cx.push(rule::CLEAN_POD_POLICY, format!("{rp}/cleanPodPolicy"), msg);
     }
     if !cx.has(&format!("{rp}/activeDeadlineSeconds")) {
-        cx.push(rule::ACTIVE_DEADLINE, format!("{rp}/activeDeadlineSeconds"), "no runPolicy.activeDeadlineSeconds: nothing bounds a stuck job");
+        cx.push(
+            rule::ACTIVE_DEADLINE,
+            format!("{rp}/activeDeadlineSeconds"),
+            "no runPolicy.activeDeadlineSeconds: nothing bounds a stuck job",
+        );
     }
     if !cx.has(&format!("{rp}/ttlSecondsAfterFinished")) {
-        cx.push(rule::TTL, format!("{rp}/ttlSecondsAfterFinished"), "no runPolicy.ttlSecondsAfterFinished: finished jobs linger");
+        cx.push(
+            rule::TTL,
+            format!("{rp}/ttlSecondsAfterFinished"),
+            "no runPolicy.ttlSecondsAfterFinished: finished jobs linger",
+        );
     }
 }
 

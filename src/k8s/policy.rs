@@ -14,7 +14,11 @@ use crate::verdict::Verdict;
 
 /// pullcheck's permanent exit codes (10–14), from [`Verdict::is_permanent`].
 pub fn permanent_codes() -> Vec<u8> {
-    Verdict::ALL.iter().filter(|v| v.is_permanent()).map(|v| v.exit_code()).collect()
+    Verdict::ALL
+        .iter()
+        .filter(|v| v.is_permanent())
+        .map(|v| v.exit_code())
+        .collect()
 }
 
 /// pullcheck's transient exit code (20).
@@ -37,22 +41,34 @@ pub fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
 
 /// True for a rule keyed on the pullcheck container (one that `inject` owns and rewrites).
 pub fn is_pullcheck_rule(rule: &Value) -> bool {
-    rule.pointer("/onExitCodes/containerName").and_then(Value::as_str) == Some(CONTAINER_NAME)
+    rule.pointer("/onExitCodes/containerName")
+        .and_then(Value::as_str)
+        == Some(CONTAINER_NAME)
 }
 
 /// True when a podFailurePolicy sends every permanent pullcheck code to FailJob.
 pub fn covers_pullcheck_codes(policy: &Value) -> bool {
-    let rules = policy.get("rules").and_then(Value::as_array).into_iter().flatten();
+    let rules = policy
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
     let mut covered: Vec<u64> = Vec::new();
     for r in rules.filter(|r| is_pullcheck_rule(r)) {
         let fail = r.get("action").and_then(Value::as_str) == Some("FailJob");
         let op_in = r.pointer("/onExitCodes/operator").and_then(Value::as_str) == Some("In");
         if fail && op_in {
-            let vals = r.pointer("/onExitCodes/values").and_then(Value::as_array).into_iter().flatten();
+            let vals = r
+                .pointer("/onExitCodes/values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
             covered.extend(vals.filter_map(Value::as_u64));
         }
     }
-    permanent_codes().iter().all(|c| covered.contains(&u64::from(*c)))
+    permanent_codes()
+        .iter()
+        .all(|c| covered.contains(&u64::from(*c)))
 }
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -70,7 +86,9 @@ pub(super) fn apply(
 ) {
     let mut done: Vec<&str> = Vec::new();
     for t in injected {
-        let Some(job) = t.job_spec.as_deref() else { continue };
+        let Some(job) = t.job_spec.as_deref() else {
+            continue;
+        };
         if done.contains(&job) {
             continue;
         }
@@ -80,9 +98,14 @@ pub(super) fn apply(
             let msg = if restart == "OnFailure" {
                 "restartPolicy OnFailure: no podFailurePolicy set (needs Never); init restarts count toward backoffLimit".to_string()
             } else {
-                format!("restartPolicy {restart}: no podFailurePolicy set (needs Never); restartPolicy left unchanged")
+                format!(
+                    "restartPolicy {restart}: no podFailurePolicy set (needs Never); restartPolicy left unchanged"
+                )
             };
-            out.push(Warning { path: format!("{}/spec/restartPolicy", t.pointer), message: msg });
+            out.push(Warning {
+                path: format!("{}/spec/restartPolicy", t.pointer),
+                message: msg,
+            });
             continue;
         }
         merge(obj, job, transient, out);
@@ -92,20 +115,34 @@ pub(super) fn apply(
 
 /// Prepend pullcheck's rules to the job spec's podFailurePolicy (dropping old copies).
 fn merge(obj: &mut Value, job: &str, transient: TransientAction, out: &mut Vec<Warning>) {
-    let deadline = obj.pointer(&format!("{job}/activeDeadlineSeconds")).is_some();
-    let Some(spec) = obj.pointer_mut(job).and_then(Value::as_object_mut) else { return };
+    let deadline = obj
+        .pointer(&format!("{job}/activeDeadlineSeconds"))
+        .is_some();
+    let Some(spec) = obj.pointer_mut(job).and_then(Value::as_object_mut) else {
+        return;
+    };
     let existing: Vec<Value> = spec
         .get("podFailurePolicy")
         .and_then(|p| p.get("rules"))
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter(|r| !is_pullcheck_rule(r)).cloned().collect())
+        .map(|r| {
+            r.iter()
+                .filter(|r| !is_pullcheck_rule(r))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     let mut rules = pullcheck_rules(transient);
     rules.extend(existing);
     if rules.len() > MAX_POD_FAILURE_RULES {
         let n = rules.len();
-        let msg = format!("podFailurePolicy would have {n} rules (max {MAX_POD_FAILURE_RULES}): left unchanged");
-        out.push(Warning { path: format!("{job}/podFailurePolicy"), message: msg });
+        let msg = format!(
+            "podFailurePolicy would have {n} rules (max {MAX_POD_FAILURE_RULES}): left unchanged"
+        );
+        out.push(Warning {
+            path: format!("{job}/podFailurePolicy"),
+            message: msg,
+        });
         return;
     }
     let policy = spec.entry("podFailurePolicy").or_insert_with(|| json!({}));
@@ -115,14 +152,19 @@ fn merge(obj: &mut Value, job: &str, transient: TransientAction, out: &mut Vec<W
     policy["rules"] = Value::Array(rules);
     if transient == TransientAction::Ignore && !deadline {
         let msg = "transient code 20 ignored and no activeDeadlineSeconds: a registry outage retries forever";
-        out.push(Warning { path: job.to_string(), message: msg.to_string() });
+        out.push(Warning {
+            path: job.to_string(),
+            message: msg.to_string(),
+        });
     }
 }
 
 /// Kubeflow v1-style operators create pods themselves: podFailurePolicy doesn't apply, so
 /// warn where a replica or the runPolicy would keep a failed check from failing the job.
 fn kubeflow_warnings(obj: &Value, all: &[PodTemplateRef], out: &mut Vec<Warning>) {
-    let Some(run_policy) = all.iter().find_map(|t| t.run_policy.clone()) else { return };
+    let Some(run_policy) = all.iter().find_map(|t| t.run_policy.clone()) else {
+        return;
+    };
     for t in all {
         let replica = t.pointer.strip_suffix("/template").unwrap_or(&t.pointer);
         let path = format!("{replica}/restartPolicy");
@@ -145,7 +187,9 @@ fn kubeflow_warnings(obj: &Value, all: &[PodTemplateRef], out: &mut Vec<Warning>
     if obj.pointer(&format!("{run_policy}/backoffLimit")).is_none() {
         out.push(Warning {
             path: run_policy,
-            message: "runPolicy.backoffLimit unset: failed workers may restart forever; set it (e.g. 0)".into(),
+            message:
+                "runPolicy.backoffLimit unset: failed workers may restart forever; set it (e.g. 0)"
+                    .into(),
         });
     }
 }

@@ -39,22 +39,103 @@ pub struct KindEntry {
     pub run_policy_path: Option<String>,
 }
 
-/// Built-in rows: (apiVersion, kind, pod template paths, job spec path, run policy path).
+/// A built-in row, as static data (the same fields as [`KindEntry`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BuiltinRow {
+    /// See [`KindEntry::api_version`].
+    pub api_version: &'static str,
+    /// See [`KindEntry::kind`].
+    pub kind: &'static str,
+    /// See [`KindEntry::pod_template_paths`].
+    pub pod_template_paths: &'static [&'static str],
+    /// See [`KindEntry::job_spec_path`].
+    pub job_spec_path: Option<&'static str>,
+    /// See [`KindEntry::run_policy_path`].
+    pub run_policy_path: Option<&'static str>,
+}
+
+const fn row(
+    api_version: &'static str,
+    kind: &'static str,
+    pod_template_paths: &'static [&'static str],
+    job_spec_path: Option<&'static str>,
+    run_policy_path: Option<&'static str>,
+) -> BuiltinRow {
+    BuiltinRow {
+        api_version,
+        kind,
+        pod_template_paths,
+        job_spec_path,
+        run_policy_path,
+    }
+}
+
+/// The built-in table: row(apiVersion, kind, pod template paths, job spec path, run policy path).
 ///
 /// Kubeflow replica-spec field names are from the training-operator v1 CRDs
-/// (`pytorchReplicaSpecs`, `tfReplicaSpecs`, …); JobSet's from jobset.x-k8s.io v1alpha2.
-pub const BUILTIN: &[(&str, &str, &[&str], Option<&str>, Option<&str>)] = &[
-    ("batch/v1", "Job", &["spec.template"], Some("spec"), None),
-    ("batch/v1", "CronJob", &["spec.jobTemplate.spec.template"], Some("spec.jobTemplate.spec"), None),
-    ("v1", "Pod", &[""], None, None),
-    ("kubeflow.org/v1", "PyTorchJob", &["spec.pytorchReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v1", "TFJob", &["spec.tfReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v1", "MPIJob", &["spec.mpiReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v1", "XGBoostJob", &["spec.xgbReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v1", "PaddleJob", &["spec.paddleReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v1", "JAXJob", &["spec.jaxReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    ("kubeflow.org/v2beta1", "MPIJob", &["spec.mpiReplicaSpecs.*.template"], None, Some("spec.runPolicy")),
-    (
+/// (`pytorchReplicaSpecs`, `tfReplicaSpecs`, `mpiReplicaSpecs`, `xgbReplicaSpecs`,
+/// `paddleReplicaSpecs`, `jaxReplicaSpecs`) and mpi-operator v2beta1; JobSet's from
+/// jobset.x-k8s.io v1alpha2 (matched by group, every version).
+pub const BUILTIN: &[BuiltinRow] = &[
+    row("batch/v1", "Job", &["spec.template"], Some("spec"), None),
+    row(
+        "batch/v1",
+        "CronJob",
+        &["spec.jobTemplate.spec.template"],
+        Some("spec.jobTemplate.spec"),
+        None,
+    ),
+    row("v1", "Pod", &[""], None, None),
+    row(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        &["spec.pytorchReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v1",
+        "TFJob",
+        &["spec.tfReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v1",
+        "MPIJob",
+        &["spec.mpiReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v1",
+        "XGBoostJob",
+        &["spec.xgbReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v1",
+        "PaddleJob",
+        &["spec.paddleReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v1",
+        "JAXJob",
+        &["spec.jaxReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
+        "kubeflow.org/v2beta1",
+        "MPIJob",
+        &["spec.mpiReplicaSpecs.*.template"],
+        None,
+        Some("spec.runPolicy"),
+    ),
+    row(
         "jobset.x-k8s.io",
         "JobSet",
         &["spec.replicatedJobs[*].template.spec.template"],
@@ -102,12 +183,16 @@ impl Table {
     pub fn builtin() -> Self {
         let entries = BUILTIN
             .iter()
-            .map(|(api, kind, paths, job, run)| KindEntry {
-                api_version: (*api).to_string(),
-                kind: (*kind).to_string(),
-                pod_template_paths: paths.iter().map(|p| (*p).to_string()).collect(),
-                job_spec_path: job.map(str::to_string),
-                run_policy_path: run.map(str::to_string),
+            .map(|r| KindEntry {
+                api_version: r.api_version.to_string(),
+                kind: r.kind.to_string(),
+                pod_template_paths: r
+                    .pod_template_paths
+                    .iter()
+                    .map(|p| (*p).to_string())
+                    .collect(),
+                job_spec_path: r.job_spec_path.map(str::to_string),
+                run_policy_path: r.run_policy_path.map(str::to_string),
             })
             .collect();
         Self { entries }
@@ -116,14 +201,18 @@ impl Table {
     /// Add rows (replacing built-ins with the same apiVersion and kind).
     pub fn extend(&mut self, rows: Vec<KindEntry>) {
         for row in rows {
-            self.entries.retain(|e| !(e.api_version == row.api_version && e.kind == row.kind));
+            self.entries
+                .retain(|e| !(e.api_version == row.api_version && e.kind == row.kind));
             self.entries.push(row);
         }
     }
 
     /// The built-ins extended by the YAML text of a `--kinds` file (`path` is for messages).
     pub fn with_config(path: &str, text: &str) -> Result<Self, TemplatesError> {
-        let shape = |message: String| TemplatesError::Shape { path: path.to_string(), message };
+        let shape = |message: String| TemplatesError::Shape {
+            path: path.to_string(),
+            message,
+        };
         let docs = super::yaml::parse_documents(text).map_err(|e| shape(e.to_string()))?;
         let mut table = Self::builtin();
         for doc in docs {
@@ -136,8 +225,10 @@ impl Table {
 
     /// Read a `--kinds` file and extend the built-ins with it.
     pub fn load(path: &str) -> Result<Self, TemplatesError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| TemplatesError::Read { path: path.to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| TemplatesError::Read {
+            path: path.to_string(),
+            source,
+        })?;
         Self::with_config(path, &text)
     }
 
@@ -148,9 +239,11 @@ impl Table {
         let kind = obj.get("kind")?.as_str()?;
         let group = api.rsplit_once('/').map_or("", |(g, _)| g);
         let rows = || self.entries.iter().rev().filter(|e| e.kind == kind);
-        rows()
-            .find(|e| e.api_version == api)
-            .or_else(|| rows().find(|e| !e.api_version.contains('/') && !group.is_empty() && e.api_version == group))
+        rows().find(|e| e.api_version == api).or_else(|| {
+            rows().find(|e| {
+                !e.api_version.contains('/') && !group.is_empty() && e.api_version == group
+            })
+        })
     }
 }
 
@@ -163,9 +256,14 @@ enum Seg {
 
 fn parse_path(path: &str) -> Vec<Seg> {
     let tokens: Vec<String> = if let Some(p) = path.strip_prefix('/') {
-        p.split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
+        p.split('/')
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect()
     } else {
-        path.replace("[*]", ".*").split('.').map(str::to_string).collect()
+        path.replace("[*]", ".*")
+            .split('.')
+            .map(str::to_string)
+            .collect()
     };
     tokens
         .into_iter()
@@ -176,7 +274,10 @@ fn parse_path(path: &str) -> Vec<Seg> {
 
 /// A JSON pointer (RFC 6901) from tokens.
 pub fn pointer(tokens: &[String]) -> String {
-    tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect()
+    tokens
+        .iter()
+        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 /// Every concrete token path in `obj` matching a table path, in document order.
@@ -204,15 +305,21 @@ fn resolve(obj: &Value, path: &str) -> Vec<Vec<String>> {
                 (Seg::Any, Value::Object(m)) => {
                     next.extend(m.iter().map(|(k, c)| (with(&tokens, k.clone()), c)))
                 }
-                (Seg::Any, Value::Array(a)) => {
-                    next.extend(a.iter().enumerate().map(|(i, c)| (with(&tokens, i.to_string()), c)))
-                }
+                (Seg::Any, Value::Array(a)) => next.extend(
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, c)| (with(&tokens, i.to_string()), c)),
+                ),
                 _ => {}
             }
         }
         found = next;
     }
-    found.into_iter().filter(|(_, v)| v.is_object()).map(|(t, _)| t).collect()
+    found
+        .into_iter()
+        .filter(|(_, v)| v.is_object())
+        .map(|(t, _)| t)
+        .collect()
 }
 
 /// A pod template found in an object, with the policy objects that govern it.
@@ -228,20 +335,32 @@ pub struct PodTemplateRef {
 
 /// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.
 pub fn pod_templates(obj: &Value, table: &Table) -> Vec<PodTemplateRef> {
-    let Some(entry) = table.lookup(obj) else { return Vec::new() };
-    let jobs: Vec<Vec<String>> =
-        entry.job_spec_path.as_deref().map(|p| resolve(obj, p)).unwrap_or_default();
+    let Some(entry) = table.lookup(obj) else {
+        return Vec::new();
+    };
+    let jobs: Vec<Vec<String>> = entry
+        .job_spec_path
+        .as_deref()
+        .map(|p| resolve(obj, p))
+        .unwrap_or_default();
     let run_policy = entry.run_policy_path.as_deref().map(|p| {
-        pointer(&parse_path(p).into_iter().filter_map(|s| match s {
-            Seg::Key(k) => Some(k),
-            Seg::Any => None,
-        })
-        .collect::<Vec<_>>())
+        pointer(
+            &parse_path(p)
+                .into_iter()
+                .filter_map(|s| match s {
+                    Seg::Key(k) => Some(k),
+                    Seg::Any => None,
+                })
+                .collect::<Vec<_>>(),
+        )
     });
     let mut out = Vec::new();
     for path in &entry.pod_template_paths {
         for tokens in resolve(obj, path) {
-            let job_spec = jobs.iter().filter(|j| tokens.starts_with(j)).max_by_key(|j| j.len());
+            let job_spec = jobs
+                .iter()
+                .filter(|j| tokens.starts_with(j))
+                .max_by_key(|j| j.len());
             out.push(PodTemplateRef {
                 pointer: pointer(&tokens),
                 job_spec: job_spec.map(|j| pointer(j)),
@@ -290,9 +409,20 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 /// Entries without an image string are skipped.
 pub fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
     let mut out = Vec::new();
-    let Some(spec) = template.get("spec") else { return out };
-    for (list, slot) in [("initContainers", Slot::InitContainer), ("containers", Slot::Container)] {
-        for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+    let Some(spec) = template.get("spec") else {
+        return out;
+    };
+    for (list, slot) in [
+        ("initContainers", Slot::InitContainer),
+        ("containers", Slot::Container),
+    ] {
+        for (i, c) in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             if let Some(image) = str_at(c, "image") {
                 out.push(ImageUse {
                     container: str_at(c, "name").unwrap_or_default().to_string(),
@@ -305,7 +435,13 @@ pub fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
             }
         }
     }
-    for (i, v) in spec.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, v) in spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         if let Some(img) = v.get("image")
             && let Some(reference) = str_at(img, "reference")
         {
@@ -326,7 +462,10 @@ pub fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
 pub fn images(obj: &Value, table: &Table) -> Vec<ImageUse> {
     pod_templates(obj, table)
         .iter()
-        .filter_map(|t| obj.pointer(&t.pointer).map(|v| template_images(v, &t.pointer)))
+        .filter_map(|t| {
+            obj.pointer(&t.pointer)
+                .map(|v| template_images(v, &t.pointer))
+        })
         .flatten()
         .collect()
 }
@@ -334,7 +473,9 @@ pub fn images(obj: &Value, table: &Table) -> Vec<ImageUse> {
 /// The names in a pod template's `spec.imagePullSecrets`, in order, without duplicates.
 pub fn pull_secret_names(template: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let list = template.pointer("/spec/imagePullSecrets").and_then(Value::as_array);
+    let list = template
+        .pointer("/spec/imagePullSecrets")
+        .and_then(Value::as_array);
     for name in list.into_iter().flatten().filter_map(|s| str_at(s, "name")) {
         if !name.is_empty() && !out.iter().any(|n| n == name) {
             out.push(name.to_string());

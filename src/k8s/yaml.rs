@@ -83,7 +83,8 @@ fn split(text: &str) -> Vec<(usize, String)> {
             if !s.is_empty() {
                 s.push('\n');
             }
-            chunks.push((i + 1, s));
+            // Content starts on the marker line when something follows `---`, else below it.
+            chunks.push((if s.is_empty() { i + 2 } else { i + 1 }, s));
         } else if let Some(last) = chunks.last_mut() {
             last.1.push_str(line);
         }
@@ -117,12 +118,20 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, YamlError> {
             Ok(None) | Ok(Some(Value::Null)) => {}
             Ok(Some(value)) => {
                 let skip = chunk.lines().take_while(|l| is_blank_or_comment(l)).count();
-                out.push(Document { number, line: start + skip, value });
+                out.push(Document {
+                    number,
+                    line: start + skip,
+                    value,
+                });
             }
             Err(e) => {
                 let (line, message) = one_line(&e);
                 let line = start + line.unwrap_or(1) - 1;
-                return Err(YamlError::Parse { document: number, line, message });
+                return Err(YamlError::Parse {
+                    document: number,
+                    line,
+                    message,
+                });
             }
         }
     }
@@ -141,7 +150,9 @@ pub fn to_yaml(value: &Value) -> Result<String, YamlError> {
 }
 
 /// Write a stream: the documents joined by `---` lines (none before the first).
-pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<String, YamlError> {
+pub fn to_yaml_stream<'a>(
+    values: impl IntoIterator<Item = &'a Value>,
+) -> Result<String, YamlError> {
     let mut out = String::new();
     for (i, v) in values.into_iter().enumerate() {
         if i > 0 {
@@ -174,7 +185,11 @@ mod tests {
     fn error_names_document_and_absolute_line() {
         let err = parse_documents("a: 1\n---\nb: 2\n---\nc: [1, 2\nd: 3\n").unwrap_err();
         match err {
-            YamlError::Parse { document, line, message } => {
+            YamlError::Parse {
+                document,
+                line,
+                message,
+            } => {
                 assert_eq!(document, 3);
                 assert!((5..=6).contains(&line), "line {line}");
                 assert!(!message.contains('\n'));
