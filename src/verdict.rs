@@ -92,7 +92,7 @@ pub const EXIT_CODES: &[ExitCodeRow] = &[
     ExitCodeRow {
         code: 14,
         name: "unauthenticated",
-        meaning: "unauthenticated: registry wants credentials and none match (missing or private)",
+        meaning: "unauthenticated: no credentials matched (missing or private)",
     },
     ExitCodeRow {
         code: 20,

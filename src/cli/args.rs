@@ -11,6 +11,9 @@ Examples:
   pullcheck check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
   pullcheck check --platform linux/arm64 --output json nginx:1.27
   pullcheck explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
+  pullcheck scan -f job.yaml
+  pullcheck inject --fail-fast -f job.yaml | kubectl apply -f -
+  pullcheck lint --strict -f job.yaml
   pullcheck completion bash > /etc/bash_completion.d/pullcheck";
 
 fn after_help() -> String {
@@ -46,6 +49,13 @@ pub enum Command {
     /// Show how an image would be resolved: endpoints, credential keys, platform.
     #[command(after_long_help = after_help())]
     Explain(ExplainArgs),
+    /// Check every image referenced by Kubernetes manifests (CI, before kubectl apply).
+    #[command(after_long_help = after_help())]
+    Scan(super::scan::ScanArgs),
+    /// Add the pullcheck init container (and with --fail-fast a podFailurePolicy).
+    Inject(super::inject::InjectArgs),
+    /// Report what keeps a broken image from failing fast (exit 30 with --strict).
+    Lint(super::lint::LintArgs),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.

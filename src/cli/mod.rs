@@ -3,7 +3,10 @@
 pub mod args;
 pub mod check;
 pub mod explain;
+pub mod inject;
+pub mod lint;
 pub mod plan;
+pub mod scan;
 
 use std::process::ExitCode;
 
@@ -37,6 +40,9 @@ pub fn run() -> ExitCode {
         }
         args::Command::Check(a) => runtime().and_then(|rt| rt.block_on(check::run(a))),
         args::Command::Explain(a) => runtime().and_then(|rt| rt.block_on(explain::run(a))),
+        args::Command::Scan(a) => runtime().and_then(|rt| rt.block_on(scan::run(a))),
+        args::Command::Inject(a) => inject::run(a),
+        args::Command::Lint(a) => lint::run(a),
     };
     match result {
         Ok(c) => ExitCode::from(c),

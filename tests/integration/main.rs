@@ -13,3 +13,4 @@ mod lint;
 mod mirrors_explain;
 mod scripted;
 mod support;
+mod help;

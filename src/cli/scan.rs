@@ -1,0 +1,189 @@
+//! `pullcheck scan -f FILE|-`: check every image referenced by Kubernetes manifests (all
+//! documents, all pod templates the kind table knows, deduplicated) with the `check` engine.
+//! Meant for CI before `kubectl apply`. Exit code as `check`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::UsageError;
+use super::args::{Output, ResolveArgs};
+use super::inject::{load_table, read_input};
+use crate::engine::{Engine, Outcome};
+use crate::k8s::templates::images;
+use crate::k8s::yaml::parse_documents;
+use crate::report::{json, text};
+use crate::verdict::combined_exit_code;
+
+/// `pullcheck scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Manifest file (multi-document YAML or JSON), or - for stdin.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        help_heading = "Input",
+        long_help = "Kubernetes manifests to scan: multi-document YAML (or JSON), '-' for \
+stdin. Every pod template of a known kind is read (Job, CronJob, Pod, Kubeflow jobs, JobSet, \
+plus --kinds); images with imagePullPolicy: Never are skipped, as the kubelet never pulls them."
+    )]
+    pub filename: PathBuf,
+
+    /// Extra kind → pod-template-path table (YAML).
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Input",
+        long_help = "A YAML list of {apiVersion, kind, podTemplatePaths} entries extending the \
+built-in table (Volcano, Argo, Tekton, RayJob, TrainJob, …)."
+    )]
+    pub kinds: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub resolve: ResolveArgs,
+
+    /// Output format: text (summary table) or json (stdout).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+        long_help = "text: a summary table on stdout, one line per image. json: the `check` \
+document with a `uses` list per image (where each image appears).")]
+    pub output: Output,
+}
+
+#[derive(serde::Serialize)]
+struct Use {
+    document: usize,
+    kind: String,
+    name: String,
+    container: String,
+}
+
+#[derive(serde::Serialize)]
+struct ScanDocument<'a> {
+    schema_version: u32,
+    exit_code: u8,
+    images: Vec<ScannedImage<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct ScannedImage<'a> {
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+    uses: &'a [Use],
+}
+
+/// Run the scan; returns the exit code.
+pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
+    let table = load_table(a.kinds.as_deref())?;
+    let text_in = read_input(&a.filename)?;
+    let docs = parse_documents(&text_in)
+        .map_err(|e| UsageError(format!("{}: {e}", a.filename.display())))?;
+    let mut order: Vec<String> = Vec::new();
+    let mut uses: Vec<Vec<Use>> = Vec::new();
+    for d in &docs {
+        let kind = d.value["kind"].as_str().unwrap_or("").to_string();
+        let name = d.value["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        for u in images(&d.value, &table) {
+            if u.pull_policy.as_deref() == Some("Never") {
+                continue;
+            }
+            let i = match order.iter().position(|o| *o == u.image) {
+                Some(i) => i,
+                None => {
+                    order.push(u.image.clone());
+                    uses.push(Vec::new());
+                    order.len() - 1
+                }
+            };
+            uses[i].push(Use {
+                document: d.number,
+                kind: kind.clone(),
+                name: name.clone(),
+                container: u.container,
+            });
+        }
+    }
+    let (plan, registry) = super::plan::build(&a.resolve)?;
+    let engine = Engine::new(plan, registry);
+    let progress = progress_bar(order.len());
+    let deadline = std::time::Instant::now() + engine.plan().timeout;
+    let concurrency = engine.plan().concurrency.max(1);
+    let outcomes: Vec<Outcome> = {
+        use futures_util::StreamExt;
+        futures_util::stream::iter(order.iter().map(|i| {
+            let engine = &engine;
+            let progress = &progress;
+            async move {
+                let o = engine.check_one(i, deadline).await;
+                if let Some(p) = progress {
+                    p.inc(1);
+                }
+                o
+            }
+        }))
+        .buffered(concurrency)
+        .collect()
+        .await
+    };
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
+    let mut out = std::io::stdout().lock();
+    match a.output {
+        Output::Json => {
+            let doc = ScanDocument {
+                schema_version: json::SCHEMA_VERSION,
+                exit_code: code,
+                images: outcomes
+                    .iter()
+                    .zip(&uses)
+                    .map(|(outcome, uses)| ScannedImage { outcome, uses })
+                    .collect(),
+            };
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            );
+        }
+        Output::Text => {
+            for (o, u) in outcomes.iter().zip(&uses) {
+                let at: Vec<String> = u
+                    .iter()
+                    .map(|u| format!("{}/{}:{}", u.kind, u.name, u.container))
+                    .collect();
+                let _ = writeln!(out, "{}  [{}]", text::line(o), at.join(", "));
+            }
+            let failing = outcomes
+                .iter()
+                .filter(|o| o.verdict != crate::verdict::Verdict::Pullable)
+                .count();
+            let _ = writeln!(
+                out,
+                "scanned {} documents, {} images: {} pullable, {failing} not (exit {code})",
+                docs.len(),
+                outcomes.len(),
+                outcomes.len() - failing
+            );
+        }
+    }
+    Ok(code)
+}
+
+fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || total < 2 {
+        return None;
+    }
+    let p = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} images checked")
+    {
+        p.set_style(style);
+    }
+    Some(p)
+}
