@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::UsageError;
-use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream};
+use crate::k8s::inject::{
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream,
+};
 use crate::k8s::templates::Table;
 use crate::verdict::code;
 
@@ -27,17 +29,26 @@ pub enum Transient {
 #[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
     /// Manifest file (multi-document YAML), or - for stdin.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", help_heading = "Input",
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        help_heading = "Input",
         long_help = "The manifests to rewrite: a multi-document YAML file, or - to read stdin. \
-The result goes to stdout; comments and anchors are not kept, key order and every field are.")]
+The result goes to stdout; comments and anchors are not kept, key order and every field are."
+    )]
     pub filename: PathBuf,
 
     /// Kind → pod-template paths file extending the built-in table.
-    #[arg(long = "kinds", value_name = "FILE", help_heading = "Input",
+    #[arg(
+        long = "kinds",
+        value_name = "FILE",
+        help_heading = "Input",
         long_help = "A YAML list of {apiVersion, kind, podTemplatePaths, jobSpecPath, \
 runPolicyPath} rows for kinds pullcheck doesn't know (Volcano, Argo, RayJob…); a row replaces a \
 built-in with the same apiVersion and kind. Paths are dotted or JSON pointers, * matches every \
-map key or list element. See docs/fail-fast.md.")]
+map key or list element. See docs/fail-fast.md."
+    )]
     pub kinds: Option<PathBuf>,
 
     /// The checker's image (pin it by digest; mirror it next to the workload).
@@ -63,18 +74,25 @@ limit ends in an OOM kill (exit 137), which podFailurePolicy does not treat as p
     pub memory: String,
 
     /// Extra `pullcheck check` argument (repeatable), e.g. --check-arg=--platform=any
-    #[arg(long = "check-arg", value_name = "ARG", help_heading = "Init container",
+    #[arg(
+        long = "check-arg",
+        value_name = "ARG",
+        help_heading = "Init container",
         allow_hyphen_values = true,
         long_help = "Appended to the init container's `check` arguments, before the images; \
-repeat for several (--check-arg=--hosts-dir=/etc/containerd/certs.d).")]
+repeat for several (--check-arg=--hosts-dir=/etc/containerd/certs.d)."
+    )]
     pub check_args: Vec<String>,
 
     /// Also set podFailurePolicy on Jobs with restartPolicy Never.
-    #[arg(long = "fail-fast", help_heading = "Job policy",
+    #[arg(
+        long = "fail-fast",
+        help_heading = "Job policy",
         long_help = "For batch Jobs, CronJob job templates and JobSet jobs whose pod template has \
 restartPolicy Never: put rules first in podFailurePolicy sending pullcheck's codes 10-14 to \
 FailJob and 20 to Count (see --transient). A restartPolicy is never changed: a warning says why \
-the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPolicy.")]
+the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPolicy."
+    )]
     pub fail_fast: bool,
 
     /// Rule action for pullcheck's transient code 20.
@@ -107,7 +125,9 @@ pub fn read_input(path: &std::path::Path) -> Result<String, UsageError> {
     let shown = path.display();
     let mut text = String::new();
     let result = if path.as_os_str() == "-" {
-        std::io::stdin().take(MAX_INPUT_BYTES).read_to_string(&mut text)
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES)
+            .read_to_string(&mut text)
     } else {
         std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT_BYTES).read_to_string(&mut text))
     };
@@ -132,11 +152,21 @@ pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
     let (out, warnings) = inject_stream(&text, &a.options(), &table)
         .map_err(|e| UsageError(format!("{shown}: {e}")))?;
     for (doc, w) in warnings {
-        let at = if w.path.is_empty() { String::new() } else { format!(" {}", w.path) };
-        eprintln!("pullcheck: warning: {shown}: document {doc}{at}: {}", w.message);
+        let at = if w.path.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", w.path)
+        };
+        eprintln!(
+            "pullcheck: warning: {shown}: document {doc}{at}: {}",
+            w.message
+        );
     }
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Ok(()) => Ok(code::OK),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code::OK),
         Err(e) => Err(UsageError(format!("stdout: cannot write: {e}"))),

@@ -26,21 +26,33 @@ pub enum LintOutput {
 #[derive(Debug, Clone, Args)]
 pub struct LintArgs {
     /// Manifest file (multi-document YAML), or - for stdin.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", help_heading = "Input",
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        help_heading = "Input",
         long_help = "The manifests to check: a multi-document YAML file, or - to read stdin. \
-Unknown kinds are ignored; workloads annotated pullcheck.io/skip: \"true\" are too.")]
+Unknown kinds are ignored; workloads annotated pullcheck.io/skip: \"true\" are too."
+    )]
     pub filename: PathBuf,
 
     /// Kind → pod-template paths file extending the built-in table.
-    #[arg(long = "kinds", value_name = "FILE", help_heading = "Input",
+    #[arg(
+        long = "kinds",
+        value_name = "FILE",
+        help_heading = "Input",
         long_help = "The same YAML list of {apiVersion, kind, podTemplatePaths, jobSpecPath, \
-runPolicyPath} rows that `inject --kinds` reads.")]
+runPolicyPath} rows that `inject --kinds` reads."
+    )]
     pub kinds: Option<PathBuf>,
 
     /// Exit 30 when there is any finding.
-    #[arg(long = "strict", help_heading = "Output",
+    #[arg(
+        long = "strict",
+        help_heading = "Output",
         long_help = "Exit with code 30 (lint_findings) when there is at least one finding, for CI; \
-without it lint exits 0 whatever it finds.")]
+without it lint exits 0 whatever it finds."
+    )]
     pub strict: bool,
 
     /// Output format: text or json.
@@ -54,7 +66,11 @@ path, message}]}.")]
 
 /// One text line for a finding.
 fn line(file: &str, f: &Finding) -> String {
-    let ns = if f.namespace.is_empty() { String::new() } else { format!("{}/", f.namespace) };
+    let ns = if f.namespace.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", f.namespace)
+    };
     format!(
         "{file}: document {}: {} {ns}{}: {}: {}: {}",
         f.document.unwrap_or(0),
@@ -74,18 +90,29 @@ pub fn run(a: LintArgs) -> Result<u8, UsageError> {
     let shown = a.filename.display().to_string();
     let findings = lint_stream(&text, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
     let body = match a.output {
-        LintOutput::Text => findings.iter().map(|f| line(&shown, f) + "\n").collect::<String>(),
+        LintOutput::Text => findings
+            .iter()
+            .map(|f| line(&shown, f) + "\n")
+            .collect::<String>(),
         LintOutput::Json => {
-            let doc = serde_json::json!({"schemaVersion": JSON_SCHEMA_VERSION, "findings": findings});
-            serde_json::to_string_pretty(&doc).map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
+            let doc =
+                serde_json::json!({"schemaVersion": JSON_SCHEMA_VERSION, "findings": findings});
+            serde_json::to_string_pretty(&doc)
+                .map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
                 + "\n"
         }
     };
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(body.as_bytes()).and_then(|()| stdout.flush())
+    if let Err(e) = stdout
+        .write_all(body.as_bytes())
+        .and_then(|()| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         return Err(UsageError(format!("stdout: cannot write: {e}")));
     }
-    Ok(if a.strict && !findings.is_empty() { code::LINT_FINDINGS } else { code::OK })
+    Ok(if a.strict && !findings.is_empty() {
+        code::LINT_FINDINGS
+    } else {
+        code::OK
+    })
 }
