@@ -76,11 +76,12 @@ pub struct Plan {
 }
 
 /// How the platform check ended for one image.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PlatformReport {
     /// The target(s), e.g. `linux/amd64`.
     pub target: Option<String>,
-    /// `exact`, `fallback`, `no_platform_field`, `single_manifest`, `not_checked`, `missing`.
+    /// `exact`, `fallback`, `no_platform_field`, `single_manifest`, `not_checked`, `missing`,
+    /// `not_reached` (docs/json-schema.md).
     pub result: String,
     /// The index entry chosen.
     pub matched: Option<String>,
@@ -88,6 +89,19 @@ pub struct PlatformReport {
     pub child_digest: Option<String>,
     /// Why the check was skipped, or what fallback means.
     pub note: Option<String>,
+}
+
+impl Default for PlatformReport {
+    /// `not_reached`: the check ended before the platform step.
+    fn default() -> Self {
+        PlatformReport {
+            target: None,
+            result: "not_reached".into(),
+            matched: None,
+            child_digest: None,
+            note: None,
+        }
+    }
 }
 
 /// The verdict for one image, with the facts behind it. This is the JSON schema's `images[]`

@@ -1,0 +1,149 @@
+//! `pullcheck scan`: every image of every pod template in a manifest stream, deduplicated,
+//! checked against the real registry.
+
+use crate::cli::pullcheck;
+use crate::support::{fixture, temp_dir};
+
+fn manifests(anon: &str) -> String {
+    format!(
+        r#"apiVersion: batch/v1
+kind: Job
+metadata: {{name: train}}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - {{name: fetch, image: "{anon}/oci/app:v1"}}
+      containers:
+      - {{name: main, image: "{anon}/org/sub/project/img:v1"}}
+      - {{name: local, image: "{anon}/only/on/node:v1", imagePullPolicy: Never}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {{name: nightly}}
+spec:
+  schedule: "0 1 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - {{name: main, image: "{anon}/oci/app:v1"}}
+          - {{name: typo, image: "{anon}/oci/app:v1-typo"}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: not-a-workload}}
+data: {{image: "{anon}/ignored:v1"}}
+"#
+    )
+}
+
+#[test]
+fn scan_checks_each_image_once_and_reports_where_it_is_used() {
+    let f = fixture();
+    let dir = temp_dir();
+    let file = dir.path().join("m.yaml");
+    std::fs::write(&file, manifests(&f.anon.host)).unwrap();
+    let r = pullcheck(
+        &[
+            "scan",
+            "-f",
+            file.to_str().unwrap(),
+            "--insecure-registry",
+            &f.anon.host,
+            "--output",
+            "json",
+            "--platform",
+            "linux/amd64",
+        ],
+        &[],
+    );
+    r.assert_code(11);
+    let j = r.json();
+    let images: Vec<(String, String)> = j["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["image"].as_str().unwrap().to_string(),
+                i["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let a = &f.anon.host;
+    assert_eq!(
+        images,
+        vec![
+            (format!("{a}/oci/app:v1"), "pullable".to_string()),
+            (
+                format!("{a}/org/sub/project/img:v1"),
+                "pullable".to_string()
+            ),
+            (format!("{a}/oci/app:v1-typo"), "not_found".to_string()),
+        ]
+    );
+    assert_eq!(
+        j["images"][0]["uses"],
+        serde_json::json!([
+            {"document": 1, "kind": "Job", "name": "train", "container": "fetch"},
+            {"document": 2, "kind": "CronJob", "name": "nightly", "container": "main"},
+        ])
+    );
+}
+
+#[test]
+fn scan_text_summary_and_stdin() {
+    let f = fixture();
+    let out = std::process::Command::new(crate::cli::bin())
+        .args([
+            "scan",
+            "-f",
+            "-",
+            "--insecure-registry",
+            &f.anon.host,
+            "--platform",
+            "any",
+        ])
+        .env("HOME", "/nonexistent")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(manifests(&f.anon.host).as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(11));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        "scanned 3 documents, 3 images: 2 pullable, 1 not (exit 11)"
+    );
+    assert!(
+        stdout.contains("[Job/train:fetch, CronJob/nightly:main]"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn scan_of_unreadable_input_is_a_usage_error() {
+    let r = pullcheck(&["scan", "-f", "/nonexistent/m.yaml"], &[]);
+    r.assert_code(2);
+    assert_eq!(r.stderr.lines().count(), 1);
+    assert!(
+        r.stderr
+            .starts_with("pullcheck: /nonexistent/m.yaml: cannot read: "),
+        "{}",
+        r.stderr
+    );
+}
