@@ -15,3 +15,4 @@ mod mirrors_explain;
 mod scripted;
 mod support;
 mod scan;
+mod check_options;
