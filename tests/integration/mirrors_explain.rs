@@ -14,32 +14,55 @@ fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
     std::fs::write(dir.join("hosts.toml"), body).unwrap();
 }
 
+/// The TLS+htpasswd registry as the reference's registry, mirrored (hosts.toml) to the
+/// anonymous registry, which holds the same content; plus a pull secret for the upstream.
+struct MirrorSetup {
+    root: tempfile::TempDir,
+    _secret_dir: tempfile::TempDir,
+    secret: String,
+}
+
+impl MirrorSetup {
+    fn new(capabilities: &str) -> MirrorSetup {
+        let f = fixture();
+        let root = temp_dir();
+        hosts_toml(
+            root.path(),
+            &f.basic.host,
+            &format!(
+                "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [{capabilities}]\n",
+                f.basic.host, f.anon.host
+            ),
+        );
+        let dir = temp_dir();
+        let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+        MirrorSetup {
+            root,
+            _secret_dir: dir,
+            secret,
+        }
+    }
+
+    /// `check --hosts-dir … --pull-secrets … --platform any IMAGE`.
+    fn check(&self, image: &str) -> crate::cli::Run {
+        check(&[
+            "--hosts-dir",
+            self.root.path().to_str().unwrap(),
+            "--pull-secrets",
+            &self.secret,
+            "--platform",
+            "any",
+            image,
+        ])
+    }
+}
+
 #[test]
 fn mirror_is_tried_first_with_ns_and_without_credentials() {
     let f = fixture();
-    let root = temp_dir();
-    // The reference names the TLS+htpasswd registry; the node's hosts.toml mirrors it to the
-    // anonymous registry (same content), which must see ?ns= and no Authorization.
-    hosts_toml(
-        root.path(),
-        &f.basic.host,
-        &format!(
-            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
-            f.basic.host, f.anon.host
-        ),
-    );
-    let dir = temp_dir();
-    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    let setup = MirrorSetup::new("\"pull\", \"resolve\"");
     let mark = f.anon.mark();
-    let r = check(&[
-        "--hosts-dir",
-        root.path().to_str().unwrap(),
-        "--pull-secrets",
-        &secret,
-        "--platform",
-        "any",
-        &f.images.deep.reference(&f.basic),
-    ]);
+    let r = setup.check(&f.images.deep.reference(&f.basic));
     r.assert_code(0);
     assert_eq!(r.image(0)["endpoint"], f.anon.host.as_str());
     let ns = f.basic.host.replace(':', "%3A");
@@ -57,28 +80,10 @@ fn mirror_is_tried_first_with_ns_and_without_credentials() {
 #[test]
 fn missing_on_the_mirror_falls_back_to_the_server() {
     let f = fixture();
-    let root = temp_dir();
-    hosts_toml(
-        root.path(),
-        &f.basic.host,
-        &format!(
-            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
-            f.basic.host, f.anon.host
-        ),
-    );
-    let dir = temp_dir();
-    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
-    // A tag only the upstream has can't exist here (shared storage), so check a missing tag:
-    // 404 on the mirror, then 404 on the server: not found, reported from the server.
-    let r = check(&[
-        "--hosts-dir",
-        root.path().to_str().unwrap(),
-        "--pull-secrets",
-        &secret,
-        "--platform",
-        "any",
-        &format!("{}/oci/app:absent", f.basic.host),
-    ]);
+    // Both hold the same content (shared storage), so check a missing tag: 404 on the
+    // mirror, then 404 on the server: not found, reported from the server.
+    let r = MirrorSetup::new("\"pull\", \"resolve\"")
+        .check(&format!("{}/oci/app:absent", f.basic.host));
     r.assert_code(11);
     assert_eq!(r.image(0)["endpoint"], f.basic.host.as_str());
 }
@@ -86,27 +91,8 @@ fn missing_on_the_mirror_falls_back_to_the_server() {
 #[test]
 fn a_mirror_without_resolve_is_not_asked_for_tags() {
     let f = fixture();
-    let root = temp_dir();
-    hosts_toml(
-        root.path(),
-        &f.basic.host,
-        &format!(
-            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\"]\n",
-            f.basic.host, f.anon.host
-        ),
-    );
-    let dir = temp_dir();
-    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
     let mark = f.anon.mark();
-    let r = check(&[
-        "--hosts-dir",
-        root.path().to_str().unwrap(),
-        "--pull-secrets",
-        &secret,
-        "--platform",
-        "any",
-        &f.images.docker_schema2.reference(&f.basic),
-    ]);
+    let r = MirrorSetup::new("\"pull\"").check(&f.images.docker_schema2.reference(&f.basic));
     r.assert_code(0);
     assert_eq!(r.image(0)["endpoint"], f.basic.host.as_str());
     assert_eq!(
