@@ -56,11 +56,18 @@ pub fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     Ok(Keychain::new(secrets, docker))
 }
 
-/// CA files: `--ca-file` values, then `SSL_CERT_FILE`.
+/// CA files: `--ca-file` values, then `SSL_CERT_FILE`. An `SSL_CERT_FILE` that doesn't
+/// exist is ignored with a warning (an inherited environment often names a host path that a
+/// scratch image doesn't have); a missing `--ca-file` is an error later, naming the file.
 pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
     let mut files = a.ca_file.clone();
     if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        files.push(PathBuf::from(f));
+        let f = PathBuf::from(f);
+        if f.is_file() {
+            files.push(f);
+        } else {
+            tracing::warn!(path = %f.display(), "SSL_CERT_FILE does not exist; ignored");
+        }
     }
     files
 }
