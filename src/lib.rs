@@ -14,3 +14,4 @@ pub mod reference;
 pub mod registry;
 pub mod report;
 pub mod verdict;
+pub mod webhook;

@@ -16,3 +16,4 @@ mod scripted;
 mod support;
 mod scan;
 mod check_options;
+mod webhook;

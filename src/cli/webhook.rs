@@ -1,0 +1,536 @@
+//! `pullcheck webhook`: flags → [`crate::webhook::Config`], then serve until SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::UsageError;
+use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
+use crate::k8s::inject::{
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image,
+};
+use crate::k8s::templates::Table;
+use crate::platform::Platform;
+use crate::registry::guard::{Guard, GuardPolicy};
+use crate::verdict::code;
+use crate::webhook::cache::VerdictCache;
+use crate::webhook::cluster::{Cluster, in_cluster};
+use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
+use crate::webhook::engines::EnginePool;
+use crate::webhook::handler::WebhookState;
+use crate::webhook::metrics::Metrics;
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Deny workloads whose images can't be pulled.
+    Enforce,
+    /// Admit them with a warning per image (the safe first rollout).
+    Warn,
+}
+
+/// `--transient` for the injected podFailurePolicy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransientArg {
+    /// Count toward backoffLimit.
+    Count,
+    /// Don't count.
+    Ignore,
+}
+
+/// Addresses no registry may resolve to even when `--allow-loopback-registries` relaxes the
+/// guard: cloud metadata services.
+const METADATA_ADDRS: &[&str] = &["169.254.169.254", "fd00:ec2::254", "100.100.100.200"];
+
+/// Arguments of `pullcheck webhook`.
+#[derive(Debug, Clone, Args)]
+pub struct WebhookArgs {
+    /// Address to listen on (port 0: pick one; the address is printed on stderr).
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:8443",
+        help_heading = "Server",
+        long_help = "Address and port to serve HTTPS on (default 0.0.0.0:8443). Port 0 picks a free port; the address actually bound is printed on stderr as `pullcheck webhook: listening on https://ADDR`."
+    )]
+    pub listen: SocketAddr,
+
+    /// Serving certificate chain (PEM), reloaded when the file changes.
+    #[arg(
+        long = "tls-cert",
+        value_name = "FILE",
+        env = "PULLCHECK_TLS_CERT",
+        help_heading = "Server",
+        long_help = "PEM certificate chain served to the API server (cert-manager's tls.crt). Re-read every --reload-interval and swapped in when its contents change. Env: PULLCHECK_TLS_CERT."
+    )]
+    pub tls_cert: PathBuf,
+
+    /// Serving private key (PEM), reloaded when the file changes.
+    #[arg(
+        long = "tls-key",
+        value_name = "FILE",
+        env = "PULLCHECK_TLS_KEY",
+        help_heading = "Server",
+        long_help = "PEM private key of --tls-cert (cert-manager's tls.key), reloaded with it. A pair that does not load keeps the current one serving. Env: PULLCHECK_TLS_KEY."
+    )]
+    pub tls_key: PathBuf,
+
+    /// Seconds between checks of the certificate files.
+    #[arg(
+        long = "reload-interval",
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        help_heading = "Server",
+        long_help = "How often, in seconds, the certificate and key files are read and compared with what is served (default 30). Polling contents is robust to Kubernetes' symlink swaps."
+    )]
+    pub reload_interval: f64,
+
+    /// Seconds in-flight requests may take to finish after SIGTERM.
+    #[arg(
+        long = "shutdown-grace",
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        help_heading = "Server",
+        long_help = "After SIGTERM, /readyz answers 503, the listener closes, and requests in flight get this many seconds to finish (default 10; keep it below terminationGracePeriodSeconds)."
+    )]
+    pub shutdown_grace: f64,
+
+    /// enforce: deny workloads with unpullable images; warn: admit with warnings.
+    #[arg(long, value_enum, default_value_t = ModeArg::Enforce, help_heading = "Policy",
+        long_help = "enforce: deny a workload with one line per image that can't be pulled (container, reference, verdict, detail). warn: admit it with one admission warning per such image.")]
+    pub mode: ModeArg,
+
+    /// Deny when an image could not be verified in time (default: admit with a warning).
+    #[arg(
+        long = "fail-closed",
+        help_heading = "Policy",
+        long_help = "Deny a workload when an image could not be verified within the budget \
+(registry down, slow, unreadable pull secrets). The default is fail-open: admit, with a \
+warning naming each image that was not verified."
+    )]
+    pub fail_closed: bool,
+
+    /// Seconds to answer within; keep it below the webhook's timeoutSeconds (10).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 8.0,
+        help_heading = "Policy",
+        long_help = "Seconds from receiving a review to answering it (default 8). Images without a verdict by then are 'not verified': admitted with a warning, or denied with --fail-closed. Keep it below the webhook configuration's timeoutSeconds (default 10)."
+    )]
+    pub budget: f64,
+
+    /// Platform the cluster's nodes run (repeatable); an index must offer one of them.
+    #[arg(
+        long = "cluster-platform",
+        value_name = "OS/ARCH[/VARIANT]",
+        help_heading = "Policy",
+        long_help = "A platform of the cluster's nodes (repeatable; default linux/amd64 and \
+linux/arm64). The node is unknown at admission, so an index passes when it has an entry for \
+at least one of them; a pod template pinning kubernetes.io/arch (nodeSelector or required node \
+affinity) or kubernetes.io/os narrows the list."
+    )]
+    pub cluster_platform: Vec<String>,
+
+    /// Kind → pod-template paths file extending the built-in table.
+    #[arg(
+        long = "kinds",
+        value_name = "FILE",
+        help_heading = "Policy",
+        long_help = "A YAML list of {apiVersion, kind, podTemplatePaths, jobSpecPath, runPolicyPath} rows for workload kinds pullcheck doesn't know; the same file `inject --kinds` takes."
+    )]
+    pub kinds: Option<PathBuf>,
+
+    /// The init container image /mutate injects.
+    #[arg(long = "inject-image", value_name = "IMAGE", default_value_t = default_image(), help_heading = "Mutation",
+        long_help = "The pullcheck image of the injected init container, pulled with IfNotPresent. Mirror it next to your workloads and pin it by digest.")]
+    pub inject_image: String,
+
+    /// CPU request and limit of the injected init container.
+    #[arg(long = "inject-cpu", value_name = "QUANTITY", default_value = DEFAULT_CPU, help_heading = "Mutation",
+        long_help = "CPU request and limit of the injected init container, as a Kubernetes quantity (default 100m).")]
+    pub inject_cpu: String,
+
+    /// Memory request and limit of the injected init container.
+    #[arg(long = "inject-memory", value_name = "QUANTITY", default_value = DEFAULT_MEMORY, help_heading = "Mutation",
+        long_help = "Memory request and limit of the injected init container, as a Kubernetes quantity (default 64Mi).")]
+    pub inject_memory: String,
+
+    /// Extra `pullcheck check` argument for the injected container (repeatable).
+    #[arg(
+        long = "inject-check-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        help_heading = "Mutation",
+        long_help = "Appended to the injected container's `check` arguments, before the images (repeatable), e.g. --inject-check-arg=--hosts-dir=/etc/containerd/certs.d."
+    )]
+    pub inject_check_args: Vec<String>,
+
+    /// Also set the Job-level podFailurePolicy (as `inject --fail-fast`).
+    #[arg(
+        long = "fail-fast",
+        help_heading = "Mutation",
+        long_help = "Also put pullcheck's rules first in the Job-level podFailurePolicy (codes 10-14 fail the Job), as `pullcheck inject --fail-fast` does."
+    )]
+    pub fail_fast: bool,
+
+    /// podFailurePolicy action for pullcheck's transient code 20.
+    #[arg(long = "transient", value_enum, default_value_t = TransientArg::Count, help_heading = "Mutation",
+        long_help = "Rule action of the injected podFailurePolicy for pullcheck's transient code 20: count (uses a backoffLimit retry) or ignore.")]
+    pub transient: TransientArg,
+
+    /// Rewrite tags to the digest they resolved to (the index digest, never a platform child).
+    #[arg(
+        long = "pin-digests",
+        help_heading = "Mutation",
+        long_help = "In /mutate, rewrite each pullable image written without a digest to image@digest, the digest the tag resolved to just now (an index stays an index: never a platform child). Off by default."
+    )]
+    pub pin_digests: bool,
+
+    /// Only these registry hosts may be contacted (repeatable; `host` or `*.domain`).
+    #[arg(
+        long = "allow-registry",
+        value_name = "GLOB",
+        help_heading = "Address guard",
+        long_help = "When given, only these registry hosts may be contacted (repeatable): exact host, or *.domain for its subdomains; no port."
+    )]
+    pub allow_registry: Vec<String>,
+
+    /// Never contact these registry hosts (repeatable; `host` or `*.domain`).
+    #[arg(
+        long = "deny-registry",
+        value_name = "GLOB",
+        help_heading = "Address guard",
+        long_help = "Registry hosts never contacted (repeatable): exact host, or *.domain for its subdomains; no port. Images there get the denied verdict."
+    )]
+    pub deny_registry: Vec<String>,
+
+    /// Let registries on loopback addresses through (tests, kind clusters).
+    #[arg(
+        long = "allow-loopback-registries",
+        help_heading = "Address guard",
+        long_help = "By default registries on loopback, link-local, cloud-metadata and \
+unspecified addresses and the API server's address are refused, because image names come from \
+whoever writes a Job. This lets loopback registries through (for tests); metadata addresses, \
+link-local literals and the API server stay refused."
+    )]
+    pub allow_loopback_registries: bool,
+
+    /// Kubernetes API URL (default: in-cluster from KUBERNETES_SERVICE_HOST).
+    #[arg(
+        long = "apiserver",
+        value_name = "URL",
+        help_heading = "Kubernetes API",
+        long_help = "Base URL of the Kubernetes API, for reading Secrets and ServiceAccounts. Default: in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount token and CA). Without either, images are checked without namespace pull secrets."
+    )]
+    pub apiserver: Option<String>,
+
+    /// Bearer token file for --apiserver.
+    #[arg(
+        long = "apiserver-token-file",
+        value_name = "FILE",
+        requires = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "File holding the bearer token for --apiserver; re-read on every request (projected tokens rotate)."
+    )]
+    pub apiserver_token_file: Option<PathBuf>,
+
+    /// CA file for --apiserver.
+    #[arg(
+        long = "apiserver-ca-file",
+        value_name = "FILE",
+        requires = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "PEM CA bundle that signed --apiserver's certificate (default: the Mozilla roots)."
+    )]
+    pub apiserver_ca_file: Option<PathBuf>,
+
+    /// containerd certs.d directory (hosts.toml: mirrors, CAs, skip_verify).
+    #[arg(
+        long = "hosts-dir",
+        value_name = "DIR",
+        help_heading = "Registry",
+        long_help = "A containerd certs.d root, as on the nodes: <host>/hosts.toml with mirrors, CAs, skip_verify and headers."
+    )]
+    pub hosts_dir: Option<PathBuf>,
+
+    /// Use plain HTTP (or skip TLS verification) for HOST[:PORT] (repeatable).
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST[:PORT]",
+        help_heading = "Registry",
+        long_help = "Talk plain HTTP to this registry (repeatable). Only these registries, or hosts.toml entries, ever use plain HTTP."
+    )]
+    pub insecure_registry: Vec<String>,
+
+    /// Extra CA certificates (PEM) to trust for registries (repeatable).
+    #[arg(
+        long = "ca-file",
+        value_name = "FILE",
+        help_heading = "Registry",
+        long_help = "PEM file of CA certificates trusted for registries in addition to the Mozilla roots (repeatable)."
+    )]
+    pub ca_file: Vec<PathBuf>,
+
+    /// Registries whose verdict 14 passes (node credential providers); 'none' disables.
+    #[arg(
+        long = "node-credentials",
+        value_name = "PATTERN",
+        help_heading = "Registry",
+        long_help = "Registry patterns (kubelet matchImages glob syntax) where nodes pull with credential providers the webhook can't see: there 'unauthenticated' passes with a warning. Repeatable; 'none' disables; default: ECR, Artifact Registry, GCR and ACR patterns."
+    )]
+    pub node_credentials: Vec<String>,
+
+    /// Registries that meter manifest GETs (default docker.io); 'none' clears.
+    #[arg(
+        long = "metered-registry",
+        value_name = "HOST",
+        help_heading = "Registry",
+        long_help = "Registries where every manifest GET counts as a pull (repeatable; default docker.io): there the platform is not checked unless --verify-platform-on-metered. 'none' clears the list."
+    )]
+    pub metered_registry: Vec<String>,
+
+    /// Check platforms on metered registries anyway.
+    #[arg(
+        long = "verify-platform-on-metered",
+        help_heading = "Registry",
+        long_help = "Check the platform on metered registries too (one manifest GET per image per cache lifetime)."
+    )]
+    pub verify_platform_on_metered: bool,
+
+    /// Deadline of one registry HTTP request, in seconds.
+    #[arg(
+        long = "request-timeout",
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        help_heading = "Registry",
+        long_help = "Deadline of one HTTP request to a registry, in seconds (default 5); the budget cuts it shorter when needed."
+    )]
+    pub request_timeout: f64,
+
+    /// Images of one review resolved at once.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 16,
+        help_heading = "Registry",
+        long_help = "How many images of one review are resolved at once (default 16)."
+    )]
+    pub concurrency: usize,
+
+    /// Seconds a pullable verdict is reused.
+    #[arg(
+        long = "cache-positive-ttl",
+        value_name = "SECONDS",
+        default_value_t = 600.0,
+        help_heading = "Cache",
+        long_help = "Seconds a pullable verdict is reused for the same reference, credentials and platforms (default 600)."
+    )]
+    pub cache_positive_ttl: f64,
+
+    /// Seconds a failing verdict is reused (transient ones never are).
+    #[arg(
+        long = "cache-negative-ttl",
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        help_heading = "Cache",
+        long_help = "Seconds a failing verdict (not found, denied, ...) is reused (default 30). Transient verdicts are never cached."
+    )]
+    pub cache_negative_ttl: f64,
+
+    /// Memory bound of the verdict cache, in MiB.
+    #[arg(
+        long = "cache-max-mib",
+        value_name = "MIB",
+        default_value_t = 32,
+        help_heading = "Cache",
+        long_help = "Upper bound of the verdict cache's memory estimate, in MiB (default 32); the least used entries go first."
+    )]
+    pub cache_max_mib: u64,
+
+    /// Seconds a Secret or ServiceAccount read from the API is reused.
+    #[arg(
+        long = "secret-cache-ttl",
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        help_heading = "Cache",
+        long_help = "Seconds a Secret or ServiceAccount read from the API is reused (default 10)."
+    )]
+    pub secret_cache_ttl: f64,
+}
+
+fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageError> {
+    if v.is_finite() && v > 0.0 && v <= max {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(UsageError(format!(
+            "{flag} {v}: must be a number of seconds above 0 and at most {max}"
+        )))
+    }
+}
+
+fn list_or_default(given: &[String], default: &[&str]) -> Vec<String> {
+    if given.iter().any(|g| g == "none") {
+        vec![]
+    } else if given.is_empty() {
+        default.iter().map(|s| s.to_string()).collect()
+    } else {
+        given.to_vec()
+    }
+}
+
+impl WebhookArgs {
+    /// The API server to read pull secrets from: `--apiserver`, else in-cluster, else none.
+    fn apiserver(&self) -> Option<ApiServer> {
+        match &self.apiserver {
+            Some(url) => Some(ApiServer {
+                url: url.clone(),
+                token_file: self.apiserver_token_file.clone(),
+                ca_file: self.apiserver_ca_file.clone(),
+            }),
+            None => in_cluster(),
+        }
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> Result<Config, UsageError> {
+        let budget = seconds("--budget", self.budget, 30.0)?;
+        let platforms: Vec<String> = if self.cluster_platform.is_empty() {
+            vec!["linux/amd64".into(), "linux/arm64".into()]
+        } else {
+            self.cluster_platform.clone()
+        };
+        let cluster_platforms = platforms
+            .iter()
+            .map(|p| {
+                Platform::parse(p).map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.concurrency == 0 || self.concurrency > 1024 {
+            return Err(UsageError(format!(
+                "--concurrency {}: must be between 1 and 1024",
+                self.concurrency
+            )));
+        }
+        if let Some(d) = &self.hosts_dir
+            && !d.is_dir()
+        {
+            return Err(UsageError(format!(
+                "--hosts-dir {}: not a directory; pass a containerd certs.d root",
+                d.display()
+            )));
+        }
+        let table = match &self.kinds {
+            None => Table::builtin(),
+            Some(p) => {
+                Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string()))?
+            }
+        };
+        Ok(Config {
+            listen: self.listen,
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            reload_interval: seconds("--reload-interval", self.reload_interval, 86_400.0)?,
+            mode: match self.mode {
+                ModeArg::Enforce => Mode::Enforce,
+                ModeArg::Warn => Mode::Warn,
+            },
+            fail_closed: self.fail_closed,
+            budget,
+            cluster_platforms,
+            inject: InjectOptions {
+                image: self.inject_image.clone(),
+                cpu: self.inject_cpu.clone(),
+                memory: self.inject_memory.clone(),
+                check_args: self.inject_check_args.clone(),
+                fail_fast: self.fail_fast,
+                transient: match self.transient {
+                    TransientArg::Count => TransientAction::Count,
+                    TransientArg::Ignore => TransientAction::Ignore,
+                },
+            },
+            pin_digests: self.pin_digests,
+            table,
+            apiserver: self.apiserver(),
+            cache: CacheConfig {
+                positive_ttl: seconds("--cache-positive-ttl", self.cache_positive_ttl, 86_400.0)?,
+                negative_ttl: seconds("--cache-negative-ttl", self.cache_negative_ttl, 86_400.0)?,
+                max_bytes: self.cache_max_mib.max(1) * 1024 * 1024,
+                secret_ttl: seconds("--secret-cache-ttl", self.secret_cache_ttl, 3_600.0)?,
+            },
+            shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
+            hosts_dir: self.hosts_dir.clone(),
+            insecure: self.insecure_registry.clone(),
+            ca_files: self.ca_file.clone(),
+            node_credentials: list_or_default(
+                &self.node_credentials,
+                DEFAULT_NODE_CREDENTIAL_PATTERNS,
+            ),
+            metered: list_or_default(&self.metered_registry, DEFAULT_METERED_REGISTRIES),
+            verify_platform_on_metered: self.verify_platform_on_metered,
+            request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
+            concurrency: self.concurrency,
+        })
+    }
+
+    /// The address guard: special addresses and the API server refused by default.
+    pub fn guard_policy(&self) -> GuardPolicy {
+        let mut deny_addrs: Vec<IpAddr> = Vec::new();
+        if let Some(ip) = std::env::var("KUBERNETES_SERVICE_HOST")
+            .ok()
+            .and_then(|h| h.trim_matches(['[', ']']).parse().ok())
+        {
+            deny_addrs.push(ip);
+        }
+        if self.allow_loopback_registries {
+            deny_addrs.extend(
+                METADATA_ADDRS
+                    .iter()
+                    .filter_map(|a| a.parse::<IpAddr>().ok()),
+            );
+        }
+        GuardPolicy {
+            deny_special_registries: !self.allow_loopback_registries,
+            deny_hosts: self.deny_registry.clone(),
+            allow_hosts: self.allow_registry.clone(),
+            deny_addrs,
+        }
+    }
+}
+
+/// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
+/// usage errors (exit 2).
+pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
+    let config = Arc::new(a.config()?);
+    let metrics = Arc::new(Metrics::new());
+    let guard = Guard::new(a.guard_policy());
+    let engines = EnginePool::new(config.clone(), guard, metrics.clone()).map_err(UsageError)?;
+    let cluster = match &config.apiserver {
+        Some(api) => {
+            Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone()).map_err(UsageError)?)
+        }
+        None => {
+            tracing::warn!(
+                "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
+            );
+            None
+        }
+    };
+    let state = Arc::new(WebhookState {
+        verdicts: VerdictCache::new(&config.cache),
+        config: config.clone(),
+        engines,
+        cluster,
+        metrics,
+        ready: AtomicBool::new(false),
+        refuse_special_literals: a.allow_loopback_registries,
+    });
+    crate::webhook::server::serve(state)
+        .await
+        .map_err(UsageError)?;
+    Ok(code::OK)
+}

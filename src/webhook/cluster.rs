@@ -1,0 +1,381 @@
+//! The namespace's pull credentials, read from the Kubernetes API the way the kubelet would
+//! assemble them for a pod made from a template.
+//!
+//! - The template's own `imagePullSecrets`; only when it has none, its ServiceAccount's
+//!   (`serviceAccountName`, default `default`): the ServiceAccount admission plugin copies
+//!   them into a Pod only when the Pod lists none of its own.
+//! - A missing Secret is skipped, as the kubelet skips it; so is a Secret of another type.
+//!   Every usable secret goes into one keyring, in order.
+//! - A secret that can't be read (403, timeout) or decoded is a *problem*: the images then
+//!   can't be proven unpullable, so the handler reports them as not verified instead.
+//!
+//! Plain HTTPS with the ServiceAccount token (re-read each time: projected tokens rotate) and
+//! the cluster CA; in-cluster from `KUBERNETES_SERVICE_HOST`/`_PORT` and
+//! `/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}`, or from `--apiserver`.
+//! Objects are cached briefly (a few seconds) and concurrent reads of one object coalesced.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use moka::future::Cache;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use super::config::ApiServer;
+use super::metrics::Metrics;
+use crate::credentials::{DockerConfig, Keyring};
+use crate::k8s::templates::pull_secret_names;
+
+/// The in-cluster ServiceAccount directory.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Largest API object read (a Secret is at most 1 MiB).
+const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
+/// Deadline of one API request (the budget may cut it shorter).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The keyring for one pod template, and what went wrong assembling it.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateCredentials {
+    /// Every usable pull secret, in kubelet order.
+    pub keyring: Keyring,
+    /// A digest of the secrets' names and contents (`anonymous` when none): equal
+    /// identities have equal keyrings.
+    pub identity: String,
+    /// Secrets that could not be read or decoded, one line each.
+    pub problems: Vec<String>,
+    /// Names of the secrets used, `namespace/name`.
+    pub used: Vec<String>,
+}
+
+impl TemplateCredentials {
+    /// No credentials at all.
+    pub fn anonymous() -> TemplateCredentials {
+        TemplateCredentials {
+            identity: "anonymous".into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The API server as seen from inside a pod, if this is one.
+pub fn in_cluster() -> Option<ApiServer> {
+    let host = std::env::var("KUBERNETES_SERVICE_HOST").ok()?;
+    let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
+    let dir = Path::new(SERVICE_ACCOUNT_DIR);
+    let token = dir.join("token");
+    if !token.is_file() {
+        return None;
+    }
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Some(ApiServer {
+        url: format!("https://{host}:{port}"),
+        token_file: Some(token),
+        ca_file: Some(dir.join("ca.crt")).filter(|p| p.is_file()),
+    })
+}
+
+/// Reads Secrets and ServiceAccounts.
+pub struct Cluster {
+    client: reqwest::Client,
+    base: Url,
+    token_file: Option<PathBuf>,
+    objects: Cache<String, Option<Arc<Value>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Cluster {
+    /// A client for `api`; errors name the flag or file.
+    pub fn new(api: &ApiServer, ttl: Duration, metrics: Arc<Metrics>) -> Result<Cluster, String> {
+        crate::registry::tls::install_crypto_provider();
+        let base = Url::parse(&api.url).map_err(|e| format!("--apiserver {}: {e}", api.url))?;
+        if !matches!(base.scheme(), "https" | "http") {
+            return Err(format!("--apiserver {}: must be an https URL", api.url));
+        }
+        let mut roots = RootCertStore::empty();
+        match &api.ca_file {
+            Some(f) => {
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(f)
+                    .and_then(|it| it.collect::<Result<_, _>>())
+                    .map_err(|e| format!("--apiserver-ca-file {}: {e}", f.display()))?;
+                if certs.is_empty() {
+                    return Err(format!(
+                        "--apiserver-ca-file {}: no certificates found",
+                        f.display()
+                    ));
+                }
+                roots.add_parsable_certificates(certs);
+            }
+            None => {
+                roots.add_parsable_certificates(
+                    webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned(),
+                );
+            }
+        }
+        let tls = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(REQUEST_TIMEOUT)
+            .user_agent(format!("pullcheck-webhook/{}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the API client: {e}"))?;
+        if let Some(f) = &api.token_file {
+            std::fs::read(f).map_err(|e| format!("--apiserver-token-file {}: {e}", f.display()))?;
+        }
+        Ok(Cluster {
+            client,
+            base,
+            token_file: api.token_file.clone(),
+            objects: Cache::builder()
+                .name("pullcheck-api-objects")
+                .max_capacity(10_000)
+                .time_to_live(ttl)
+                .build(),
+            metrics,
+        })
+    }
+
+    fn url(&self, namespace: &str, resource: &str, name: &str) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut segs) = url.path_segments_mut() {
+            segs.pop_if_empty()
+                .extend(["api", "v1", "namespaces", namespace, resource, name]);
+        }
+        url
+    }
+
+    /// GET one object; `None` for 404.
+    async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, String> {
+        let shown = url.path().to_string();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(format!("GET {shown}: no time left"));
+        }
+        let mut req = self
+            .client
+            .get(url)
+            .header(http::header::ACCEPT, "application/json")
+            .timeout(remaining.min(REQUEST_TIMEOUT));
+        if let Some(f) = &self.token_file {
+            let token = tokio::fs::read_to_string(f)
+                .await
+                .map_err(|e| format!("token file {}: {e}", f.display()))?;
+            req = req.bearer_auth(token.trim());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("GET {shown}: {}", error_chain(&e)))?;
+        let status = resp.status().as_u16();
+        if status == 404 {
+            return Ok(None);
+        }
+        if status != 200 {
+            return Err(format!("GET {shown}: HTTP {status}"));
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("GET {shown}: {}", error_chain(&e)))?;
+        if body.len() > MAX_OBJECT_BYTES {
+            return Err(format!("GET {shown}: larger than {MAX_OBJECT_BYTES} bytes"));
+        }
+        serde_json::from_slice(&body)
+            .map(|v| Some(Arc::new(v)))
+            .map_err(|e| format!("GET {shown}: not JSON: {e}"))
+    }
+
+    /// One object, through the cache.
+    async fn get(
+        &self,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<Option<Arc<Value>>, String> {
+        let url = self.url(namespace, resource, name);
+        let entry = self
+            .objects
+            .entry(url.to_string())
+            .or_try_insert_with(self.fetch(url, deadline))
+            .await
+            .map_err(|e| (*e).clone())?;
+        self.metrics.cache("secret", !entry.is_fresh());
+        Ok(entry.into_value())
+    }
+
+    /// The credentials for a pod template in `namespace`.
+    pub async fn credentials(
+        &self,
+        namespace: &str,
+        template: &Value,
+        deadline: Instant,
+    ) -> TemplateCredentials {
+        let mut out = TemplateCredentials::anonymous();
+        let mut names = pull_secret_names(template);
+        if names.is_empty() {
+            let spec = template.get("spec");
+            let sa = spec
+                .and_then(|s| s.get("serviceAccountName"))
+                .or_else(|| spec.and_then(|s| s.get("serviceAccount")))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default");
+            match self.get(namespace, "serviceaccounts", sa, deadline).await {
+                Ok(Some(obj)) => names = pull_secret_names_of_sa(&obj),
+                Ok(None) => {}
+                Err(e) => out
+                    .problems
+                    .push(format!("ServiceAccount {namespace}/{sa} not readable: {e}")),
+            }
+        }
+        let mut hasher = Sha256::new();
+        for name in &names {
+            match self.get(namespace, "secrets", name, deadline).await {
+                Ok(Some(secret)) => match docker_config_of(&secret) {
+                    None => {}
+                    Some(Err(e)) => out
+                        .problems
+                        .push(format!("pull secret {namespace}/{name}: {e}")),
+                    Some(Ok((cfg, raw))) => {
+                        let origin = format!("pull secret {namespace}/{name}");
+                        out.keyring.add(&cfg, &origin);
+                        out.used.push(format!("{namespace}/{name}"));
+                        hasher.update(namespace.as_bytes());
+                        hasher.update([0]);
+                        hasher.update(name.as_bytes());
+                        hasher.update([0]);
+                        hasher.update(&raw);
+                        hasher.update([0]);
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => out
+                    .problems
+                    .push(format!("pull secret {namespace}/{name} not readable: {e}")),
+            }
+        }
+        if !out.used.is_empty() {
+            let digest = hasher.finalize();
+            out.identity = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        }
+        out
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// `imagePullSecrets[].name` of a ServiceAccount object, in order, without duplicates.
+pub fn pull_secret_names_of_sa(sa: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in sa
+        .get("imagePullSecrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("name").and_then(Value::as_str))
+    {
+        if !n.is_empty() && !out.iter().any(|o| o == n) {
+            out.push(n.to_string());
+        }
+    }
+    out
+}
+
+/// The docker config in a Secret object (and its raw bytes), per the kubelet's rule: type
+/// `kubernetes.io/dockerconfigjson` with `.dockerconfigjson`, or `kubernetes.io/dockercfg`
+/// with `.dockercfg`, non-empty. `None` for any other secret.
+pub fn docker_config_of(secret: &Value) -> Option<Result<(DockerConfig, Vec<u8>), String>> {
+    let kind = secret.get("type").and_then(Value::as_str)?;
+    let (key, json) = match kind {
+        "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", true),
+        "kubernetes.io/dockercfg" => (".dockercfg", false),
+        _ => return None,
+    };
+    let data = secret
+        .pointer(&format!("/data/{key}"))
+        .and_then(Value::as_str)?;
+    if data.is_empty() {
+        return None;
+    }
+    let raw = match base64::engine::general_purpose::STANDARD.decode(data) {
+        Ok(r) if !r.is_empty() => r,
+        Ok(_) => return None,
+        Err(e) => return Some(Err(format!("data[{key}] is not base64: {e}"))),
+    };
+    let parsed = if json {
+        DockerConfig::from_config_json(&raw)
+    } else {
+        DockerConfig::from_dockercfg(&raw)
+    };
+    Some(parsed.map(|c| (c, raw)).map_err(|e| e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn secrets_are_used_only_with_their_type() {
+        let cfg = r#"{"auths":{"r.example":{"auth":"dTpw"}}}"#;
+        let ok = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": b64(cfg)}});
+        let (c, raw) = docker_config_of(&ok).unwrap().unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(raw, cfg.as_bytes());
+        let opaque = json!({"type": "Opaque", "data": {".dockerconfigjson": b64(cfg)}});
+        assert!(docker_config_of(&opaque).is_none());
+        let empty =
+            json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": ""}});
+        assert!(docker_config_of(&empty).is_none());
+        let legacy = json!({"type": "kubernetes.io/dockercfg", "data": {".dockercfg": b64(r#"{"r.example":{"auth":"dTpw"}}"#)}});
+        assert_eq!(docker_config_of(&legacy).unwrap().unwrap().0.len(), 1);
+        let bad = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": b64("{")}});
+        assert!(docker_config_of(&bad).unwrap().is_err());
+    }
+
+    #[test]
+    fn service_account_pull_secrets_in_order() {
+        let sa = json!({"imagePullSecrets": [{"name": "b"}, {"name": "a"}, {"name": "b"}, {}]});
+        assert_eq!(pull_secret_names_of_sa(&sa), vec!["b", "a"]);
+    }
+
+    #[test]
+    fn urls_are_built_from_segments() {
+        let api = ApiServer {
+            url: "https://10.0.0.1:6443/".into(),
+            token_file: None,
+            ca_file: None,
+        };
+        let c = Cluster::new(&api, Duration::from_secs(1), Arc::new(Metrics::new())).unwrap();
+        assert_eq!(
+            c.url("team-a", "secrets", "regcred").as_str(),
+            "https://10.0.0.1:6443/api/v1/namespaces/team-a/secrets/regcred"
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! The webhook's settings, resolved once from flags by `cli::webhook`. Nothing below the CLI
+//! sees clap types.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::k8s::inject::InjectOptions;
+use crate::k8s::templates::Table;
+use crate::platform::Platform;
+
+/// What the validating webhook does with an image that can't be pulled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Deny the workload (one line per failing image).
+    Enforce,
+    /// Admit it with a warning per failing image: the safe first rollout.
+    Warn,
+}
+
+/// Where the Kubernetes API is, for reading pull secrets and ServiceAccounts.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    /// Base URL, e.g. `https://10.96.0.1:443`.
+    pub url: String,
+    /// File holding the bearer token (re-read on every request: projected tokens rotate).
+    pub token_file: Option<PathBuf>,
+    /// PEM file of the CA that signed the API server's certificate.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Verdict-cache sizing and lifetimes.
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// How long a pullable verdict is reused.
+    pub positive_ttl: Duration,
+    /// How long a failing verdict (not found, denied, …) is reused. Transient ones never are.
+    pub negative_ttl: Duration,
+    /// Upper bound of the cache's memory estimate, in bytes.
+    pub max_bytes: u64,
+    /// How long a Secret or ServiceAccount read from the API is reused.
+    pub secret_ttl: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            positive_ttl: Duration::from_secs(600),
+            negative_ttl: Duration::from_secs(30),
+            max_bytes: 32 * 1024 * 1024,
+            secret_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything the webhook needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address (`0.0.0.0:8443`; port 0 picks one and prints it).
+    pub listen: SocketAddr,
+    /// Server certificate chain (PEM).
+    pub tls_cert: PathBuf,
+    /// Server private key (PEM).
+    pub tls_key: PathBuf,
+    /// How often the certificate files are compared with what is being served.
+    pub reload_interval: Duration,
+    /// Enforce or warn.
+    pub mode: Mode,
+    /// Deny when an image could not be verified within the budget (default: admit + warn).
+    pub fail_closed: bool,
+    /// Time from receiving a review to answering it; below the webhook's timeoutSeconds.
+    pub budget: Duration,
+    /// Platforms the cluster's nodes run; an index must offer at least one of them.
+    pub cluster_platforms: Vec<Platform>,
+    /// The init container `/mutate` injects.
+    pub inject: InjectOptions,
+    /// Rewrite `image: repo:tag` to `repo:tag@<index digest>` in `/mutate`.
+    pub pin_digests: bool,
+    /// Kind → pod-template table.
+    pub table: Table,
+    /// Kubernetes API access; `None` = no namespace credentials (anonymous checks only).
+    pub apiserver: Option<ApiServer>,
+    /// Verdict and secret caches.
+    pub cache: CacheConfig,
+    /// How long in-flight requests may finish after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// containerd `certs.d` root.
+    pub hosts_dir: Option<PathBuf>,
+    /// `--insecure-registry` values.
+    pub insecure: Vec<String>,
+    /// Extra CA files for registries.
+    pub ca_files: Vec<PathBuf>,
+    /// Node-credential registry patterns.
+    pub node_credentials: Vec<String>,
+    /// Registries metering manifest GETs.
+    pub metered: Vec<String>,
+    /// Check platforms on metered registries anyway.
+    pub verify_platform_on_metered: bool,
+    /// Deadline of one registry HTTP request.
+    pub request_timeout: Duration,
+    /// Images resolved at once per review.
+    pub concurrency: usize,
+}

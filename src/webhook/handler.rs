@@ -1,0 +1,547 @@
+//! The one async step: decode the review, resolve the images within the budget, and let
+//! [`super::review`] decide.
+//!
+//! Undecodable bodies get HTTP 400 with an `AdmissionResponse::invalid` review (never a 500
+//! or a hang); a decodable review without a request gets that same answer with HTTP 200, as
+//! kube-core's example does. Every other answer starts from `AdmissionResponse::from(&req)`.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use http::StatusCode;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use serde_json::Value;
+
+use super::cache::{VerdictCache, VerdictKey};
+use super::cluster::{Cluster, TemplateCredentials};
+use super::config::Config;
+use super::engines::{EnginePool, platforms_key};
+use super::metrics::Metrics;
+use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
+use crate::engine::Outcome;
+use crate::k8s::lint::lint_object;
+use crate::k8s::templates::{Slot, pod_templates, template_images};
+use crate::platform::Platform;
+use crate::reference::Reference;
+use crate::registry::guard::{AddrClass, classify};
+use crate::verdict::Verdict;
+
+/// Everything a request needs, shared by all of them.
+pub struct WebhookState {
+    /// Settings.
+    pub config: Arc<Config>,
+    /// Engines per credential and platform set.
+    pub engines: EnginePool,
+    /// Verdict cache.
+    pub verdicts: VerdictCache,
+    /// Kubernetes API access for pull secrets (`None`: anonymous only).
+    pub cluster: Option<Cluster>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// False until serving, and again once shutdown starts.
+    pub ready: AtomicBool,
+    /// Refuse registries given as link-local, metadata or unspecified IP literals before
+    /// the engine sees them (on when the guard itself lets loopback through for tests).
+    pub refuse_special_literals: bool,
+}
+
+/// The time left for registry work: the answer must leave before the budget ends.
+fn answer_by(started: Instant, budget: Duration) -> Instant {
+    started + budget.saturating_sub(Duration::from_millis(150).min(budget / 4))
+}
+
+/// The engine's own deadline: early enough that its backstop still fits in the budget.
+fn engine_deadline(started: Instant, budget: Duration) -> Instant {
+    started + budget.saturating_sub(Duration::from_millis(900).min(budget / 2))
+}
+
+/// Serialize a review; the status is 200 unless the input was undecodable.
+fn encode(resp: AdmissionResponse) -> Value {
+    serde_json::to_value(resp.into_review()).unwrap_or(Value::Null)
+}
+
+/// Answer one review. Returns the HTTP status and the AdmissionReview JSON.
+pub async fn admit(state: &WebhookState, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
+    let started = Instant::now();
+    let seconds = || started.elapsed().as_secs_f64();
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            state
+                .metrics
+                .admission(webhook.as_str(), "unknown", "invalid", seconds());
+            let resp =
+                AdmissionResponse::invalid(format!("cannot decode the AdmissionReview: {e}"));
+            return (StatusCode::BAD_REQUEST, encode(resp));
+        }
+    };
+    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(e) => {
+            state
+                .metrics
+                .admission(webhook.as_str(), "unknown", "invalid", seconds());
+            return (StatusCode::OK, encode(AdmissionResponse::invalid(e)));
+        }
+    };
+    let kind = req.kind.kind.clone();
+    let object = req
+        .object
+        .as_ref()
+        .map(|o| review::object_json(o, &req.kind));
+    let old = req
+        .old_object
+        .as_ref()
+        .map(|o| review::object_json(o, &req.kind));
+    let cfg = &state.config;
+    let triage = review::triage(
+        &req.operation,
+        object.as_ref(),
+        old.as_ref(),
+        &cfg.table,
+        webhook,
+    );
+    let (resp, label) = match (triage, object) {
+        (Triage::Check, Some(obj)) => {
+            let namespace = req
+                .namespace
+                .clone()
+                .or_else(|| {
+                    obj.pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| "default".into());
+            match webhook {
+                Webhook::Validate => {
+                    let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
+                    notes.extend(lint_object(&obj, &cfg.table).into_iter().map(|f| f.message));
+                    let policy = Policy {
+                        mode: cfg.mode,
+                        fail_closed: cfg.fail_closed,
+                    };
+                    let resp = review::validate(&req, &checks, &notes, policy);
+                    let label = if !resp.allowed {
+                        "denied"
+                    } else if checks.iter().any(|c| c.failed() || c.unverified()) {
+                        "warned"
+                    } else {
+                        "allowed"
+                    };
+                    (resp, label)
+                }
+                Webhook::Mutate => {
+                    let pins = if cfg.pin_digests {
+                        let (checks, _) = resolve(state, &obj, &namespace, started).await;
+                        review::pins(&checks)
+                    } else {
+                        Vec::new()
+                    };
+                    let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
+                    let label = if resp.patch.is_some() {
+                        "patched"
+                    } else {
+                        "allowed"
+                    };
+                    (resp, label)
+                }
+            }
+        }
+        (t, _) => {
+            if let Triage::Skip(s) = &t {
+                tracing::debug!(uid = %req.uid, kind = %kind, reason = s.as_str(), "skipped");
+            }
+            (AdmissionResponse::from(&req), "skipped")
+        }
+    };
+    tracing::info!(
+        webhook = webhook.as_str(),
+        uid = %req.uid,
+        kind = %kind,
+        namespace = req.namespace.as_deref().unwrap_or(""),
+        name = %req.name,
+        answer = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "admission"
+    );
+    state
+        .metrics
+        .admission(webhook.as_str(), &kind, label, seconds());
+    (StatusCode::OK, encode(resp))
+}
+
+/// The platforms a pod template can land on: the cluster's, narrowed by a pinned
+/// `kubernetes.io/arch` / `kubernetes.io/os` (nodeSelector, or required node affinity where
+/// every term pins the arch) or `spec.os.name`. A pinned arch the cluster list lacks is
+/// checked as pinned.
+pub fn template_platforms(template: &Value, cluster: &[Platform]) -> Vec<Platform> {
+    let spec = template.get("spec");
+    let selector = |key: &str| {
+        spec.and_then(|s| s.pointer(&format!("/nodeSelector/{}", key.replace('/', "~1"))))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut arches: Vec<String> = selector("kubernetes.io/arch").into_iter().collect();
+    if arches.is_empty() {
+        arches = affinity_values(spec, "kubernetes.io/arch");
+    }
+    let os = selector("kubernetes.io/os").or_else(|| {
+        spec.and_then(|s| s.pointer("/os/name"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    let narrowed: Vec<Platform> = cluster
+        .iter()
+        .filter(|p| arches.is_empty() || arches.contains(&p.architecture))
+        .filter(|p| os.as_ref().is_none_or(|o| *o == p.os))
+        .cloned()
+        .collect();
+    if !narrowed.is_empty() || (arches.is_empty() && os.is_none()) {
+        return narrowed;
+    }
+    let os = os.unwrap_or_else(|| "linux".into());
+    let arches = if arches.is_empty() {
+        cluster.iter().map(|p| p.architecture.clone()).collect()
+    } else {
+        arches
+    };
+    arches
+        .iter()
+        .filter_map(|a| Platform::parse(&format!("{os}/{a}")).ok())
+        .collect()
+}
+
+/// Values of `key In [...]` when every required node-affinity term constrains `key`.
+fn affinity_values(spec: Option<&Value>, key: &str) -> Vec<String> {
+    let terms = spec
+        .and_then(|s| {
+            s.pointer(
+                "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+            )
+        })
+        .and_then(Value::as_array);
+    let Some(terms) = terms.filter(|t| !t.is_empty()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for term in terms {
+        let values: Vec<String> = term
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                e.get("key").and_then(Value::as_str) == Some(key)
+                    && e.get("operator").and_then(Value::as_str) == Some("In")
+            })
+            .flat_map(|e| {
+                e.get("values")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        if values.is_empty() {
+            return Vec::new();
+        }
+        for v in values {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// One image to resolve.
+struct Job {
+    container: String,
+    image: String,
+    pointer: String,
+    template: usize,
+}
+
+/// Resolve every image of `obj` within the budget. Returns the checks (in document order)
+/// and notes about credentials.
+async fn resolve(
+    state: &WebhookState,
+    obj: &Value,
+    namespace: &str,
+    started: Instant,
+) -> (Vec<ImageCheck>, Vec<String>) {
+    let cfg = &state.config;
+    let by = answer_by(started, cfg.budget);
+    let engine_by = engine_deadline(started, cfg.budget);
+    let budget_text = format!(
+        "no verdict within the webhook's {}s budget",
+        cfg.budget.as_secs_f64()
+    );
+    let mut notes = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut templates: Vec<&Value> = Vec::new();
+    for t in pod_templates(obj, &cfg.table) {
+        let Some(template) = obj.pointer(&t.pointer) else {
+            continue;
+        };
+        let index = templates.len();
+        templates.push(template);
+        for u in template_images(template, &t.pointer) {
+            // Never pulled by the kubelet: nothing to check (lint warns about it).
+            if u.pull_policy.as_deref() == Some("Never") && u.slot != Slot::ImageVolume {
+                continue;
+            }
+            jobs.push(Job {
+                container: u.container,
+                image: u.image,
+                pointer: u.pointer,
+                template: index,
+            });
+        }
+    }
+    // Credentials, one lookup per template (the API reads are cached and coalesced).
+    let creds: Vec<TemplateCredentials> = match &state.cluster {
+        None => templates
+            .iter()
+            .map(|_| TemplateCredentials::anonymous())
+            .collect(),
+        Some(cluster) => {
+            let all = futures_util::future::join_all(
+                templates
+                    .iter()
+                    .map(|t| cluster.credentials(namespace, t, by)),
+            );
+            match tokio::time::timeout_at(by.into(), all).await {
+                Ok(c) => c,
+                Err(_) => {
+                    let checks = jobs
+                        .into_iter()
+                        .map(|j| ImageCheck {
+                            container: j.container,
+                            image: j.image,
+                            pointer: j.pointer,
+                            result: Checked::NotVerified(format!(
+                                "pull secrets not read in time; {budget_text}"
+                            )),
+                        })
+                        .collect();
+                    return (checks, notes);
+                }
+            }
+        }
+    };
+    for c in &creds {
+        for p in &c.problems {
+            if !notes.contains(p) {
+                notes.push(p.clone());
+            }
+        }
+    }
+    let platforms: Vec<Vec<Platform>> = templates
+        .iter()
+        .map(|t| template_platforms(t, &cfg.cluster_platforms))
+        .collect();
+
+    let mut results: Vec<Option<Checked>> = vec![None; jobs.len()];
+    {
+        let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(jobs.len());
+        for (i, j) in jobs.iter().enumerate() {
+            let creds = &creds[j.template];
+            let platforms = &platforms[j.template];
+            futures.push(Box::pin(async move {
+                (
+                    i,
+                    check_image(state, &j.image, creds, platforms, engine_by).await,
+                )
+            }));
+        }
+        let work = futures_util::stream::iter(futures).buffer_unordered(cfg.concurrency.max(1));
+        futures_util::pin_mut!(work);
+        loop {
+            match tokio::time::timeout_at(by.into(), work.next()).await {
+                Ok(Some((i, checked))) => results[i] = Some(checked),
+                Ok(None) => break,
+                Err(_) => break,
+            }
+        }
+    }
+    let checks = jobs
+        .into_iter()
+        .zip(results)
+        .map(|(j, r)| {
+            let result = r.unwrap_or_else(|| {
+                state.metrics.budget_exhausted.inc();
+                Checked::NotVerified(budget_text.clone())
+            });
+            ImageCheck {
+                container: j.container,
+                image: j.image,
+                pointer: j.pointer,
+                result,
+            }
+        })
+        .collect();
+    (checks, notes)
+}
+
+/// A synthetic outcome (for refusals decided before the engine).
+fn outcome(image: &str, verdict: Verdict, detail: String) -> Outcome {
+    Outcome {
+        image: image.to_string(),
+        reference: None,
+        verdict,
+        exit_code: verdict.exit_code(),
+        detail,
+        digest: None,
+        media_type: None,
+        platform: Default::default(),
+        registry: None,
+        endpoint: None,
+        credential: None,
+        warnings: vec![],
+        elapsed_ms: 0,
+    }
+}
+
+/// Refuse a registry written as a link-local, metadata or unspecified IP literal.
+fn special_literal(reference: &Reference) -> Option<String> {
+    let domain = reference.domain();
+    let host = match domain.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => domain.rsplit_once(':').map_or(domain, |(h, _)| h),
+    };
+    let ip: IpAddr = host.parse().ok()?;
+    let class = match classify(ip) {
+        AddrClass::LinkLocal => "link-local",
+        AddrClass::Metadata => "cloud metadata",
+        AddrClass::Unspecified => "unspecified",
+        AddrClass::Loopback | AddrClass::Ordinary => return None,
+    };
+    Some(format!(
+        "blocked by pullcheck's address guard: {host} is {ip}, a {class} address"
+    ))
+}
+
+/// Resolve one image: through the verdict cache, else the engine for these credentials.
+async fn check_image(
+    state: &WebhookState,
+    image: &str,
+    creds: &TemplateCredentials,
+    platforms: &[Platform],
+    deadline: Instant,
+) -> Checked {
+    let engine = match state
+        .engines
+        .engine(&creds.identity, &creds.keyring, platforms)
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => return Checked::NotVerified(format!("cannot set up the registry client: {e}")),
+    };
+    let reference = match Reference::parse(image) {
+        Ok(r) => r,
+        // No request is made for an invalid reference: no need to cache it.
+        Err(_) => return Checked::Done(Box::new(engine.check_one(image, deadline).await)),
+    };
+    if state.refuse_special_literals
+        && let Some(detail) = special_literal(&reference)
+    {
+        return Checked::Done(Box::new(outcome(image, Verdict::Denied, detail)));
+    }
+    let credentials = engine
+        .plan()
+        .keychain
+        .lookup(&reference.name(), reference.domain())
+        .await
+        .iter()
+        .map(|c| c.fingerprint())
+        .collect();
+    let key = VerdictKey {
+        reference: reference.full(),
+        credentials,
+        platforms: platforms_key(platforms),
+    };
+    let metrics = &state.metrics;
+    let (found, hit) = state
+        .verdicts
+        .get_or_check(key, async {
+            let t = Instant::now();
+            let o = engine.check_one(image, deadline).await;
+            metrics.lookup(o.verdict.as_str(), t.elapsed().as_secs_f64());
+            o
+        })
+        .await;
+    metrics.cache("verdict", hit);
+    let found = (*found).clone();
+    if found.verdict != Verdict::Pullable && !creds.problems.is_empty() {
+        return Checked::NotVerified(format!("{}; {}", found.detail, creds.problems.join("; ")));
+    }
+    Checked::Done(Box::new(found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(s: &str) -> Platform {
+        Platform::parse(s).unwrap()
+    }
+
+    #[test]
+    fn platforms_narrow_by_selector_affinity_and_os() {
+        let cluster = vec![p("linux/amd64"), p("linux/arm64")];
+        let names = |v: Vec<Platform>| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            names(template_platforms(&json!({"spec": {}}), &cluster)),
+            vec!["linux/amd64", "linux/arm64"]
+        );
+        let arm = json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}});
+        assert_eq!(
+            names(template_platforms(&arm, &cluster)),
+            vec!["linux/arm64"]
+        );
+        let s390 = json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "s390x"}}});
+        assert_eq!(
+            names(template_platforms(&s390, &cluster)),
+            vec!["linux/s390x"]
+        );
+        let affinity = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}}}});
+        assert_eq!(
+            names(template_platforms(&affinity, &cluster)),
+            vec!["linux/amd64"]
+        );
+        let windows = json!({"spec": {"os": {"name": "windows"}}});
+        assert_eq!(
+            names(template_platforms(&windows, &cluster)),
+            vec!["windows/amd64", "windows/arm64"]
+        );
+    }
+
+    #[test]
+    fn special_literals_are_refused() {
+        let r = Reference::parse("169.254.169.254/latest/app:v1").unwrap();
+        assert!(special_literal(&r).unwrap().contains("cloud metadata"));
+        let r = Reference::parse("169.254.1.1:5000/app:v1").unwrap();
+        assert!(special_literal(&r).unwrap().contains("link-local"));
+        let r = Reference::parse("127.0.0.1:5000/app:v1").unwrap();
+        assert!(special_literal(&r).is_none());
+        let r = Reference::parse("ghcr.io/app:v1").unwrap();
+        assert!(special_literal(&r).is_none());
+    }
+
+    #[test]
+    fn deadlines_fit_in_the_budget() {
+        let t = Instant::now();
+        let b = Duration::from_secs(8);
+        assert!(engine_deadline(t, b) < answer_by(t, b));
+        assert!(answer_by(t, b) < t + b);
+    }
+}

@@ -1,0 +1,230 @@
+//! Prometheus metrics (OpenMetrics text on `/metrics`): admissions by kind and verdict,
+//! registry lookups by outcome, latencies, cache hits and misses.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of `pullcheck_admissions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    /// `validate` or `mutate`.
+    pub webhook: String,
+    /// The object's kind (`Job`, `CronJob`, …; `unknown` when undecodable).
+    pub kind: String,
+    /// `allowed`, `denied`, `warned`, `patched`, `skipped`, `invalid`.
+    pub verdict: String,
+}
+
+/// Labels of per-webhook families.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `validate` or `mutate`.
+    pub webhook: String,
+}
+
+/// Labels of `pullcheck_registry_lookups_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The verdict (`pullable`, `not_found`, `transient`, …).
+    pub outcome: String,
+}
+
+/// Labels of the cache counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// `verdict` or `secret`.
+    pub cache: String,
+}
+
+fn latency() -> Histogram {
+    // 5 ms … ~20 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 13))
+}
+
+/// Every metric the webhook exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Admission answers.
+    pub admissions: Family<AdmissionLabels, Counter>,
+    /// Time from request to answer.
+    pub admission_seconds: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    /// Engine lookups (cache misses) by verdict.
+    pub registry_lookups: Family<OutcomeLabels, Counter>,
+    /// Time of one engine lookup.
+    pub registry_lookup_seconds: Histogram,
+    /// HTTP requests sent to registries (updated when scraped).
+    pub registry_http_requests: Counter,
+    http_seen: Mutex<u64>,
+    /// Requests sent by engines that were dropped from the pool.
+    pub retired_http_requests: AtomicU64,
+    /// Cache hits.
+    pub cache_hits: Family<CacheLabels, Counter>,
+    /// Cache misses.
+    pub cache_misses: Family<CacheLabels, Counter>,
+    /// Images answered as not verified because the budget ran out.
+    pub budget_exhausted: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Create and register every family.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("pullcheck");
+        let admissions = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "admissions",
+            "Admission reviews answered, by webhook, kind and verdict",
+            admissions.clone(),
+        );
+        let admission_seconds =
+            Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency);
+        registry.register(
+            "admission_duration_seconds",
+            "Time from receiving an admission review to answering it",
+            admission_seconds.clone(),
+        );
+        let registry_lookups = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "registry_lookups",
+            "Image lookups against registries (verdict cache misses), by outcome",
+            registry_lookups.clone(),
+        );
+        let registry_lookup_seconds = latency();
+        registry.register(
+            "registry_lookup_duration_seconds",
+            "Time of one image lookup against its registry",
+            registry_lookup_seconds.clone(),
+        );
+        let registry_http_requests = Counter::default();
+        registry.register(
+            "registry_http_requests",
+            "HTTP requests sent to registries (retries and pings included)",
+            registry_http_requests.clone(),
+        );
+        let cache_hits = Family::<CacheLabels, Counter>::default();
+        registry.register(
+            "cache_hits",
+            "Cache hits (verdict: image verdicts; secret: pull secrets and ServiceAccounts)",
+            cache_hits.clone(),
+        );
+        let cache_misses = Family::<CacheLabels, Counter>::default();
+        registry.register("cache_misses", "Cache misses", cache_misses.clone());
+        let budget_exhausted = Counter::default();
+        registry.register(
+            "budget_exhausted_images",
+            "Images left unverified because the answer was due",
+            budget_exhausted.clone(),
+        );
+        Metrics {
+            registry,
+            admissions,
+            admission_seconds,
+            registry_lookups,
+            registry_lookup_seconds,
+            registry_http_requests,
+            http_seen: Mutex::new(0),
+            retired_http_requests: AtomicU64::new(0),
+            cache_hits,
+            cache_misses,
+            budget_exhausted,
+        }
+    }
+
+    /// Count one answer.
+    pub fn admission(&self, webhook: &str, kind: &str, verdict: &str, seconds: f64) {
+        self.admissions
+            .get_or_create(&AdmissionLabels {
+                webhook: webhook.into(),
+                kind: kind.into(),
+                verdict: verdict.into(),
+            })
+            .inc();
+        self.admission_seconds
+            .get_or_create(&WebhookLabels {
+                webhook: webhook.into(),
+            })
+            .observe(seconds);
+    }
+
+    /// Count a cache hit or miss.
+    pub fn cache(&self, cache: &str, hit: bool) {
+        let labels = CacheLabels {
+            cache: cache.into(),
+        };
+        if hit {
+            self.cache_hits.get_or_create(&labels).inc();
+        } else {
+            self.cache_misses.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Count one engine lookup.
+    pub fn lookup(&self, outcome: &str, seconds: f64) {
+        self.registry_lookups
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+        self.registry_lookup_seconds.observe(seconds);
+    }
+
+    /// The OpenMetrics text. `live_http_requests` is the request count of the engines in
+    /// the pool right now.
+    pub fn render(&self, live_http_requests: u64) -> String {
+        let total = live_http_requests + self.retired_http_requests.load(Ordering::Relaxed);
+        {
+            let mut seen = self.http_seen.lock().expect("metrics lock");
+            if total > *seen {
+                self.registry_http_requests.inc_by(total - *seen);
+                *seen = total;
+            }
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_families() {
+        let m = Metrics::new();
+        m.admission("validate", "Job", "denied", 0.02);
+        m.cache("verdict", true);
+        m.cache("verdict", false);
+        m.lookup("not_found", 0.1);
+        let text = m.render(7);
+        for needle in [
+            "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",
+            "pullcheck_cache_hits_total{cache=\"verdict\"} 1",
+            "pullcheck_cache_misses_total{cache=\"verdict\"} 1",
+            "pullcheck_registry_lookups_total{outcome=\"not_found\"} 1",
+            "pullcheck_registry_http_requests_total 7",
+            "pullcheck_admission_duration_seconds_bucket",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        // Counters never go down even if the pool shrinks.
+        let text = m.render(3);
+        assert!(
+            text.contains("pullcheck_registry_http_requests_total 7"),
+            "{text}"
+        );
+    }
+}

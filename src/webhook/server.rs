@@ -1,0 +1,216 @@
+//! HTTPS server: axum routes on axum-server with rustls (ring).
+//!
+//! - The certificate and key are re-read every `--reload-interval` and swapped in when their
+//!   contents changed (cert-manager rotates them through a symlink swap; polling and comparing
+//!   contents is simpler and safer than watching inodes). A pair that doesn't load keeps the
+//!   old one serving, and is tried again on the next tick.
+//! - Bodies above [`MAX_BODY_BYTES`] are refused with 413 before they are read when
+//!   `Content-Length` says so, and while reading otherwise.
+//! - SIGTERM (or SIGINT): `/readyz` turns 503, the listener closes and in-flight requests
+//!   finish within `--shutdown-grace`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsConfig;
+use http::{HeaderMap, StatusCode, header};
+
+use super::handler::{WebhookState, admit};
+use super::review::Webhook;
+
+/// Largest admission review accepted (the API server's own request limit is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+type Shared = Arc<WebhookState>;
+
+fn json(status: StatusCode, body: &serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+fn too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("admission review larger than {MAX_BODY_BYTES} bytes\n"),
+    )
+        .into_response()
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Response> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_large())
+}
+
+async fn review(state: Shared, webhook: Webhook, headers: HeaderMap, body: Body) -> Response {
+    let bytes = match read_body(&headers, body).await {
+        Ok(b) => b,
+        Err(r) => {
+            state
+                .metrics
+                .admission(webhook.as_str(), "unknown", "too_large", 0.0);
+            return r;
+        }
+    };
+    let (status, value) = admit(&state, webhook, &bytes).await;
+    json(status, &value)
+}
+
+async fn validate(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    review(s, Webhook::Validate, headers, body).await
+}
+
+async fn mutate(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    review(s, Webhook::Mutate, headers, body).await
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(s): State<Shared>) -> Response {
+    if s.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(s): State<Shared>) -> Response {
+    let text = s.metrics.render(s.engines.live_requests());
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// The routes.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn read_pair(state: &WebhookState) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let c = &state.config;
+    let cert = tokio::fs::read(&c.tls_cert)
+        .await
+        .map_err(|e| format!("--tls-cert {}: {e}", c.tls_cert.display()))?;
+    let key = tokio::fs::read(&c.tls_key)
+        .await
+        .map_err(|e| format!("--tls-key {}: {e}", c.tls_key.display()))?;
+    Ok((cert, key))
+}
+
+/// Poll the certificate files and swap them in when they change.
+async fn reload_loop(state: Shared, tls: RustlsConfig, mut current: (Vec<u8>, Vec<u8>)) {
+    let every = state.config.reload_interval;
+    loop {
+        tokio::time::sleep(every).await;
+        let pair = match read_pair(&state).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the serving certificate; keeping the current one");
+                continue;
+            }
+        };
+        if pair == current {
+            continue;
+        }
+        match tls.reload_from_pem(pair.0.clone(), pair.1.clone()).await {
+            Ok(()) => {
+                tracing::info!("serving certificate reloaded");
+                current = pair;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "new certificate or key does not load; keeping the current one")
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}
+
+/// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
+/// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
+pub async fn serve(state: Shared) -> Result<(), String> {
+    crate::registry::tls::install_crypto_provider();
+    let pair = read_pair(&state).await?;
+    let tls = RustlsConfig::from_pem(pair.0.clone(), pair.1.clone())
+        .await
+        .map_err(|e| {
+            format!(
+                "--tls-cert {} / --tls-key {}: {e}",
+                state.config.tls_cert.display(),
+                state.config.tls_key.display()
+            )
+        })?;
+    let reloader = tokio::spawn(reload_loop(state.clone(), tls.clone(), pair));
+    let handle: Handle<SocketAddr> = Handle::new();
+    {
+        let handle = handle.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Some(addr) = handle.listening().await {
+                state.ready.store(true, Ordering::SeqCst);
+                eprintln!("pullcheck webhook: listening on https://{addr}");
+            }
+        });
+    }
+    {
+        let handle = handle.clone();
+        let state = state.clone();
+        let grace = state.config.shutdown_grace;
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: draining in-flight requests");
+            state.ready.store(false, Ordering::SeqCst);
+            handle.graceful_shutdown(Some(grace));
+        });
+    }
+    let app = router(state.clone());
+    let result = axum_server::bind_rustls(state.config.listen, tls)
+        .handle(handle)
+        .serve(app.into_make_service())
+        .await
+        .map_err(|e| format!("--listen {}: {e}", state.config.listen));
+    reloader.abort();
+    result
+}

@@ -1,0 +1,724 @@
+//! `pullcheck webhook` end to end: the real binary on a loopback port with a test-CA
+//! certificate, fed the captured reviews in tests/data/admission/ (their registry host
+//! replaced by a fixture registry's), against the real registries of the harness.
+//!
+//! Namespace credentials come from a scripted stand-in for the Kubernetes API (Secrets and
+//! ServiceAccounts only); the tests against a real kube-apiserver come later.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::cli::{bin, check};
+use crate::scripted::Scripted;
+use crate::support::{self, ALICE, Mode, fixture, make_cert, start_dedicated};
+
+/// The registry host written in the captured reviews.
+const PLACEHOLDER: &str = "registry.pullcheck.test:5000";
+
+fn far() -> SystemTime {
+    SystemTime::now() + Duration::from_secs(30 * 86_400)
+}
+
+/// A running `pullcheck webhook`.
+struct Webhook {
+    child: Child,
+    /// `https://127.0.0.1:PORT`
+    base: String,
+    dir: tempfile::TempDir,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Webhook {
+    /// Start with the test CA trusted for registries and loopback registries allowed.
+    fn start(extra: &[&str]) -> Webhook {
+        let ca = fixture().ca_file.to_string_lossy().into_owned();
+        let mut args = vec!["--ca-file", ca.as_str(), "--allow-loopback-registries"];
+        args.extend_from_slice(extra);
+        Webhook::start_raw(&args)
+    }
+
+    /// Start with exactly these extra flags (besides listen address and certificate).
+    fn start_raw(extra: &[&str]) -> Webhook {
+        let dir = support::temp_dir();
+        let (cert, key) = make_cert(&["127.0.0.1", "localhost"], far());
+        std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+        std::fs::write(dir.path().join("tls.key"), key).unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.arg("webhook")
+            .args(["--listen", "127.0.0.1:0", "--reload-interval", "0.2"])
+            .arg("--tls-cert")
+            .arg(dir.path().join("tls.crt"))
+            .arg("--tls-key")
+            .arg(dir.path().join("tls.key"))
+            .args(extra)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("DOCKER_CONFIG")
+            .env("RUST_LOG", "pullcheck=info")
+            .env("HOME", "/nonexistent-pullcheck-home")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let pipe = child.stderr.take().unwrap();
+            let log = stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if let Some(addr) = line.strip_prefix("pullcheck webhook: listening on ") {
+                        let _ = tx.send(addr.to_string());
+                    }
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        let base = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("webhook did not start; stderr:\n{}", stderr.lock().unwrap())
+            });
+        Webhook {
+            child,
+            base,
+            dir,
+            stderr,
+        }
+    }
+
+    fn cert_path(&self) -> PathBuf {
+        self.dir.path().join("tls.crt")
+    }
+
+    fn key_path(&self) -> PathBuf {
+        self.dir.path().join("tls.key")
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn request(&self, method: &str, path: &str, body: &[u8]) -> support::http::Response {
+        support::http::request(
+            &self.base,
+            Some(&fixture().ca_file),
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            body,
+        )
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}\nwebhook stderr:\n{}", self.log()))
+    }
+
+    /// POST a review; returns the HTTP status and the parsed answer.
+    fn post(&self, path: &str, review: &Value) -> (u16, Value) {
+        let r = self.request("POST", path, &serde_json::to_vec(review).unwrap());
+        let v = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {}", r.text()));
+        (r.status, v)
+    }
+
+    /// POST to /validate and return `response` (asserting HTTP 200 and the uid).
+    fn validate(&self, review: &Value) -> Value {
+        self.answer("/validate", review)
+    }
+
+    fn mutate(&self, review: &Value) -> Value {
+        self.answer("/mutate", review)
+    }
+
+    fn answer(&self, path: &str, review: &Value) -> Value {
+        let (status, v) = self.post(path, review);
+        assert_eq!(status, 200, "{v}\nwebhook stderr:\n{}", self.log());
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        assert_eq!(v["response"]["uid"], review["request"]["uid"], "{v}");
+        v["response"].clone()
+    }
+
+    fn metrics(&self) -> String {
+        let r = self.request("GET", "/metrics", b"");
+        assert_eq!(r.status, 200);
+        r.text()
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        support::process::signal(self.child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "webhook did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A captured review with its registry host replaced by `host`.
+fn review(file: &str, host: &str) -> Value {
+    let path = format!("{}/tests/data/admission/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text.replace(PLACEHOLDER, host)).unwrap()
+}
+
+/// The `detail` `pullcheck check` gives for one image (same rules as the webhook).
+fn check_detail(image: &str, extra: &[&str]) -> String {
+    let mut args = extra.to_vec();
+    args.extend(["--platform", "linux/amd64", image]);
+    let r = check(&args);
+    r.image(0)["detail"].as_str().unwrap().to_string()
+}
+
+fn warnings(resp: &Value) -> Vec<String> {
+    resp["warnings"]
+        .as_array()
+        .map(|a| a.iter().map(|w| w.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn assert_short(ws: &[String]) {
+    for w in ws {
+        assert!(w.chars().count() <= 120, "warning over 120 characters: {w}");
+    }
+}
+
+/// The JSON patch of an answer (sent as a JSON array of bytes, kube-core's encoding).
+fn patch_of(resp: &Value) -> Option<json_patch::Patch> {
+    let bytes: Vec<u8> = serde_json::from_value(resp.get("patch")?.clone()).unwrap();
+    assert_eq!(resp["patchType"], "JSONPatch");
+    Some(serde_json::from_slice(&bytes).unwrap())
+}
+
+#[test]
+fn missing_tag_is_denied_with_one_line_per_failing_image() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host]);
+    let resp = wh.validate(&review("job-create-missing-tag.json", &anon.host));
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let image = format!("{}/oci/app:v404", anon.host);
+    let detail = check_detail(&image, &["--insecure-registry", &anon.host]);
+    assert!(detail.starts_with("manifest unknown ("), "{detail}");
+    assert_eq!(
+        resp["status"]["message"].as_str().unwrap(),
+        format!("main: {image}: not_found ({detail})")
+    );
+    // Lint findings come back as warnings, each short.
+    let ws = warnings(&resp);
+    assert!(!ws.is_empty());
+    assert_short(&ws);
+}
+
+#[test]
+fn present_images_are_admitted_and_mutate_injects_the_init_container() {
+    let f = fixture();
+    let anon = &f.anon;
+    let checker = f.images.digest_only.digest_reference(anon);
+    let wh = Webhook::start(&[
+        "--insecure-registry",
+        &anon.host,
+        "--inject-image",
+        &checker,
+    ]);
+    let rev = review("job-create.json", &anon.host);
+    let resp = wh.validate(&rev);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp.get("patch").is_none());
+
+    let resp = wh.mutate(&rev);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let patch = patch_of(&resp).expect("a patch");
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch).unwrap();
+    let spec = &obj["spec"]["template"]["spec"];
+    let inits = spec["initContainers"].as_array().unwrap();
+    assert_eq!(inits.len(), 1);
+    assert_eq!(inits[0]["name"], "pullcheck");
+    assert_eq!(inits[0]["image"], checker.as_str());
+    let a = format!("{}/oci/app:v1", anon.host);
+    let b = format!("{}/multi/app:v1", anon.host);
+    assert_eq!(
+        inits[0]["args"],
+        json!(["check", "--no-docker-config", a, b]),
+        "{}",
+        inits[0]
+    );
+    // The workload's own containers are unchanged.
+    assert_eq!(
+        spec["containers"],
+        rev["request"]["object"]["spec"]["template"]["spec"]["containers"]
+    );
+
+    // Reinvocation (reinvocationPolicy: IfNeeded) on the patched object changes nothing.
+    let mut again = rev.clone();
+    again["request"]["object"] = obj;
+    let resp = wh.mutate(&again);
+    assert!(resp.get("patch").is_none(), "{resp}");
+}
+
+#[test]
+fn pin_digests_uses_the_index_digest() {
+    let f = fixture();
+    let anon = &f.anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host, "--pin-digests"]);
+    let rev = review("job-create.json", &anon.host);
+    let resp = wh.mutate(&rev);
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch_of(&resp).unwrap()).unwrap();
+    let c = &obj["spec"]["template"]["spec"]["containers"];
+    assert_eq!(
+        c[0]["image"],
+        format!("{}/oci/app:v1@{}", anon.host, f.images.oci_manifest.digest)
+    );
+    // multi/app:v1 is an index: pinned to the index, never to a platform child.
+    assert_eq!(
+        c[1]["image"],
+        format!("{}/multi/app:v1@{}", anon.host, f.images.multi_index.digest)
+    );
+}
+
+#[test]
+fn cronjob_update_is_checked_only_when_the_template_changes() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host]);
+    let resp = wh.validate(&review("cronjob-update.json", &anon.host));
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!(
+            "report: {}/oci/app:v404: not_found (manifest unknown (",
+            anon.host
+        )),
+        "{msg}"
+    );
+    assert_eq!(msg.lines().count(), 1);
+    // Suspending a CronJob whose image has gone is not blocked.
+    let resp = wh.validate(&review("cronjob-update-suspend.json", &anon.host));
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp.get("warnings").is_none(), "{resp}");
+}
+
+#[test]
+fn pods_controller_owned_and_opted_out_objects_pass_untouched() {
+    let reg = start_dedicated(Mode::Anon);
+    let wh = Webhook::start(&["--insecure-registry", &reg.host]);
+    let mark = reg.mark();
+    for file in [
+        "pod-create.json",
+        "job-owned-by-cronjob.json",
+        "job-skip-annotation.json",
+        "job-update.json",
+        "configmap-create.json",
+        "job-delete.json",
+    ] {
+        let rev = review(file, &reg.host);
+        for resp in [wh.validate(&rev), wh.mutate(&rev)] {
+            assert_eq!(resp["allowed"], true, "{file}: {resp}");
+            assert!(resp.get("patch").is_none(), "{file}: {resp}");
+            assert!(resp.get("warnings").is_none(), "{file}: {resp}");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        reg.requests_since(mark).is_empty(),
+        "{:?}",
+        reg.requests_since(mark)
+    );
+}
+
+#[test]
+fn warn_mode_admits_with_a_warning_per_failing_image() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host, "--mode", "warn"]);
+    let resp = wh.validate(&review("job-create-missing-tag.json", &anon.host));
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let ws = warnings(&resp);
+    assert_short(&ws);
+    let prefix = format!("main: {}/oci/app:v404: not_found (", anon.host);
+    assert_eq!(
+        ws.iter().filter(|w| w.starts_with(&prefix)).count(),
+        1,
+        "{ws:?}"
+    );
+}
+
+#[test]
+fn paused_registry_fails_open_or_closed_within_the_budget() {
+    let reg = start_dedicated(Mode::Anon);
+    let open = Webhook::start(&["--insecure-registry", &reg.host, "--budget", "2"]);
+    let closed = Webhook::start(&[
+        "--insecure-registry",
+        &reg.host,
+        "--budget",
+        "2",
+        "--fail-closed",
+    ]);
+    let rev = review("job-create.json", &reg.host);
+    reg.pause();
+    let started = Instant::now();
+    let resp = open.validate(&rev);
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let ws = warnings(&resp);
+    assert_short(&ws);
+    for (c, repo) in [("main", "oci/app:v1"), ("uploader", "multi/app:v1")] {
+        let prefix = format!("not verified, admitted: {c}: {}/{repo} (", reg.host);
+        assert!(
+            ws.iter().any(|w| w.starts_with(&prefix)),
+            "{prefix} not in {ws:?}"
+        );
+    }
+
+    let started = Instant::now();
+    let resp = closed.validate(&rev);
+    let took = started.elapsed();
+    reg.resume();
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = resp["status"]["message"].as_str().unwrap();
+    let lines: Vec<&str> = msg.lines().collect();
+    assert_eq!(lines.len(), 2, "{msg}");
+    assert!(
+        lines[0].starts_with(&format!("main: {}/oci/app:v1: transient (", reg.host)),
+        "{msg}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("uploader: {}/multi/app:v1: transient (", reg.host)),
+        "{msg}"
+    );
+}
+
+#[test]
+fn undecodable_input_is_400_and_oversized_input_is_refused_before_it_is_read() {
+    let wh = Webhook::start(&[]);
+    let r = wh.request("POST", "/validate", b"{not json");
+    assert_eq!(r.status, 400, "{}", r.text());
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    assert!(
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot decode the AdmissionReview: "),
+        "{v}"
+    );
+    // A review without a request: kube-core's `invalid` answer, HTTP 200.
+    let (status, v) = wh.post(
+        "/validate",
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["status"]["reason"], "InvalidRequest");
+
+    // 4 MiB announced, nothing sent: the answer comes without waiting for the body.
+    let host = wh.base.trim_start_matches("https://").to_string();
+    let tcp = TcpStream::connect(&host).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let config = support::http::client_config(Some(&fixture().ca_file)).unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        4 * 1024 * 1024
+    );
+    tls.write_all(head.as_bytes()).unwrap();
+    tls.flush().unwrap();
+    let mut buf = [0u8; 64];
+    let n = tls.read(&mut buf).expect("an answer before the body");
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+}
+
+#[test]
+fn metadata_address_is_refused_before_any_connection() {
+    let image = "169.254.169.254/latest/meta-data:v1";
+    let want = format!(
+        "main: {image}: denied (blocked by pullcheck's address guard: 169.254.169.254 is 169.254.169.254, a cloud metadata address)"
+    );
+    // The production guard (no loopback opt-out), and the relaxed one used by the tests.
+    for wh in [Webhook::start_raw(&[]), Webhook::start(&[])] {
+        let resp = wh.validate(&review("job-metadata-address.json", "unused"));
+        assert_eq!(resp["allowed"], false, "{resp}");
+        assert_eq!(resp["status"]["message"], want.as_str());
+        // Not one HTTP request left the process (the guard runs before the connection).
+        let m = wh.metrics();
+        assert!(
+            m.contains("pullcheck_registry_http_requests_total 0\n"),
+            "{m}"
+        );
+    }
+}
+
+/// A stand-in for the Kubernetes API: team-a has `regcred` (alice, for `registry_host`)
+/// and a ServiceAccount `builder` whose imagePullSecrets name `sa-regcred`; team-b has
+/// neither.
+fn fake_apiserver(registry_host: &str) -> Scripted {
+    let config = json!({"auths": {registry_host: {
+        "auth": base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", ALICE.0, ALICE.1))
+    }}});
+    let secret = move |name: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())}
+        })
+        .to_string()
+    };
+    let json_headers = || vec![("Content-Type".to_string(), "application/json".to_string())];
+    Scripted::start(move |method, path| {
+        let not_found = || {
+            (
+                404,
+                json_headers(),
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+                    .to_string(),
+            )
+        };
+        if method != "GET" {
+            return (405, vec![], String::new());
+        }
+        match path {
+            "/api/v1/namespaces/team-a/secrets/regcred" => (200, json_headers(), secret("regcred")),
+            "/api/v1/namespaces/team-a/secrets/sa-regcred" => {
+                (200, json_headers(), secret("sa-regcred"))
+            }
+            "/api/v1/namespaces/team-a/serviceaccounts/builder" => (
+                200,
+                json_headers(),
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "builder", "namespace": "team-a"},
+                       "imagePullSecrets": [{"name": "sa-regcred"}]})
+                .to_string(),
+            ),
+            _ => not_found(),
+        }
+    })
+}
+
+fn in_namespace(mut rev: Value, ns: &str) -> Value {
+    rev["request"]["namespace"] = json!(ns);
+    rev["request"]["object"]["metadata"]["namespace"] = json!(ns);
+    rev
+}
+
+#[test]
+fn pull_secrets_come_from_the_namespace_and_never_answer_for_another() {
+    let f = fixture();
+    let token = &f.token;
+    let api = fake_apiserver(&token.host);
+    let dir = support::temp_dir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "test-sa-token\n").unwrap();
+    let wh = Webhook::start(&[
+        "--apiserver",
+        &format!("http://{}", api.host),
+        "--apiserver-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    let image = format!("{}/private/app:v1", token.host);
+    let denied_prefix = format!("main: {image}: unauthenticated (");
+    for file in ["job-private.json", "job-private-sa.json"] {
+        let rev = review(file, &token.host);
+        let a = wh.validate(&in_namespace(rev.clone(), "team-a"));
+        assert_eq!(a["allowed"], true, "{file} team-a: {a}");
+        // Right after: same image, same template, another namespace without the secret.
+        let b = wh.validate(&in_namespace(rev, "team-b"));
+        assert_eq!(b["allowed"], false, "{file} team-b: {b}");
+        let msg = b["status"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(&denied_prefix), "{msg}");
+        assert_eq!(msg.lines().count(), 1);
+    }
+    let requests = api.requests();
+    // The template's own pull secret: the ServiceAccount is not consulted (the SA
+    // admission rule); without one, the ServiceAccount's secrets are used.
+    for want in [
+        "GET /api/v1/namespaces/team-a/secrets/regcred",
+        "GET /api/v1/namespaces/team-b/secrets/regcred",
+        "GET /api/v1/namespaces/team-a/serviceaccounts/builder",
+        "GET /api/v1/namespaces/team-a/secrets/sa-regcred",
+        "GET /api/v1/namespaces/team-b/serviceaccounts/builder",
+    ] {
+        assert_eq!(
+            requests.iter().filter(|r| *r == want).count(),
+            1,
+            "{want} in {requests:?}"
+        );
+    }
+    assert_eq!(requests.len(), 5, "{requests:?}");
+}
+
+#[test]
+fn metrics_health_and_readiness() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host]);
+    assert_eq!(wh.request("GET", "/healthz", b"").status, 200);
+    assert_eq!(wh.request("GET", "/readyz", b"").status, 200);
+    let rev = review("job-create-missing-tag.json", &anon.host);
+    for _ in 0..2 {
+        assert_eq!(wh.validate(&rev)["allowed"], false);
+    }
+    wh.validate(&review("pod-create.json", &anon.host));
+    let m = wh.metrics();
+    for line in [
+        "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 2",
+        "pullcheck_admissions_total{webhook=\"validate\",kind=\"Pod\",verdict=\"skipped\"} 1",
+        "pullcheck_registry_lookups_total{outcome=\"not_found\"} 1",
+        "pullcheck_registry_lookups_total{outcome=\"pullable\"} 1",
+        "pullcheck_cache_misses_total{cache=\"verdict\"} 2",
+        "pullcheck_cache_hits_total{cache=\"verdict\"} 2",
+        "pullcheck_admission_duration_seconds_count{webhook=\"validate\"} 3",
+        "pullcheck_registry_lookup_duration_seconds_count 2",
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} missing from\n{m}");
+    }
+}
+
+#[test]
+fn kubeflow_and_jobset_templates_and_pinned_arch() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start(&[
+        "--insecure-registry",
+        &anon.host,
+        "--cluster-platform",
+        "linux/amd64",
+    ]);
+    let resp = wh.validate(&review("pytorchjob-create.json", &anon.host));
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!("pytorch: {}/oci/app:v404: not_found (", anon.host)),
+        "{msg}"
+    );
+    assert_eq!(msg.lines().count(), 1);
+    // The worker template pins arm64, the only platform armonly/app offers.
+    let rev = review("jobset-create.json", &anon.host);
+    let resp = wh.validate(&rev);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    // Without the pin, the cluster's linux/amd64 is what the index must offer.
+    let mut unpinned = rev.clone();
+    unpinned["request"]["object"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+        ["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nodeSelector");
+    let resp = wh.validate(&unpinned);
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!(
+            "worker: {}/armonly/app:v1: platform_missing (",
+            anon.host
+        )),
+        "{msg}"
+    );
+}
+
+fn served_certificate(base: &str) -> Vec<u8> {
+    let host = base.trim_start_matches("https://");
+    let tcp = TcpStream::connect(host).unwrap();
+    let config = support::http::client_config(Some(&fixture().ca_file)).unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tcp = tcp;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    conn.peer_certificates().unwrap()[0].as_ref().to_vec()
+}
+
+fn first_cert_der(pem: &str) -> Vec<u8> {
+    support::tls::pem_blocks(pem, "CERTIFICATE").remove(0)
+}
+
+fn replace_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn certificate_files_are_reloaded_when_they_change() {
+    let wh = Webhook::start(&[]);
+    let first = std::fs::read_to_string(wh.cert_path()).unwrap();
+    assert_eq!(served_certificate(&wh.base), first_cert_der(&first));
+    let (cert, key) = make_cert(&["127.0.0.1", "reloaded.pullcheck.test"], far());
+    replace_file(&wh.key_path(), &key);
+    replace_file(&wh.cert_path(), &cert);
+    let want = first_cert_der(&cert);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if served_certificate(&wh.base) == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served\n{}",
+            wh.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        wh.log().contains("serving certificate reloaded"),
+        "{}",
+        wh.log()
+    );
+    // A broken pair keeps the current certificate.
+    replace_file(&wh.cert_path(), "not a certificate\n");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(served_certificate(&wh.base), want);
+}
+
+#[test]
+fn sigterm_drains_the_request_in_flight() {
+    let reg = start_dedicated(Mode::Anon);
+    let wh = Webhook::start(&["--insecure-registry", &reg.host, "--budget", "3"]);
+    let rev = review("job-create.json", &reg.host);
+    reg.pause();
+    let base = wh.base.clone();
+    let body = serde_json::to_vec(&rev).unwrap();
+    let inflight = std::thread::spawn(move || {
+        support::http::request(
+            &base,
+            Some(&fixture().ca_file),
+            "POST",
+            "/validate",
+            &[("Content-Type", "application/json")],
+            &body,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let status = wh.terminate();
+    let r = inflight.join().unwrap().expect("an answer despite SIGTERM");
+    reg.resume();
+    assert_eq!(r.status, 200);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["response"]["allowed"], true, "{v}");
+    assert!(status.success(), "{status:?}");
+}
