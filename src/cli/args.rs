@@ -56,6 +56,8 @@ pub enum Command {
     Inject(super::inject::InjectArgs),
     /// Report what keeps a broken image from failing fast (exit 30 with --strict).
     Lint(super::lint::LintArgs),
+    /// Serve the admission webhook (validate and mutate workloads).
+    Webhook(Box<super::webhook::WebhookArgs>),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.

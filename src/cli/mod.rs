@@ -7,6 +7,7 @@ pub mod inject;
 pub mod lint;
 pub mod plan;
 pub mod scan;
+pub mod webhook;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,7 @@ pub fn run() -> ExitCode {
         args::Command::Scan(a) => runtime().and_then(|rt| rt.block_on(scan::run(a))),
         args::Command::Inject(a) => inject::run(a),
         args::Command::Lint(a) => lint::run(a),
+        args::Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
     };
     match result {
         Ok(c) => ExitCode::from(c),

@@ -173,8 +173,15 @@ fn missing_tag_and_missing_repository_are_not_found() {
 
 #[test]
 fn invalid_reference_is_exit_10_without_any_request() {
-    let mark = anon().mark();
-    let r = run(&["Busybox", &format!("{}/oci/app@sha256:abc", anon().host)]);
+    // A dedicated registry: the shared one sees other tests' requests.
+    let reg = crate::support::start_dedicated(crate::support::Mode::Anon);
+    let mark = reg.mark();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "Busybox",
+        &format!("{}/oci/app@sha256:abc", reg.host),
+    ]);
     r.assert_code(10);
     assert_eq!(r.image(0)["verdict"], "invalid_reference");
     assert_eq!(
@@ -183,7 +190,8 @@ fn invalid_reference_is_exit_10_without_any_request() {
     );
     assert_eq!(r.image(1)["verdict"], "invalid_reference");
     assert_eq!(r.image(0)["reference"], serde_json::Value::Null);
-    assert_eq!(anon().requests_since(mark).len(), 0);
+    reg.wait_quiet();
+    assert_eq!(reg.requests_since(mark).len(), 0);
 }
 
 #[test]
