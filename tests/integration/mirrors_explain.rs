@@ -68,13 +68,67 @@ fn mirror_is_tried_first_with_ns_and_without_credentials() {
     let ns = f.basic.host.replace(':', "%3A");
     let seen = f
         .anon
-        .requests_since_matching(mark, "/org/sub/project/img/");
+        .requests_since_matching(mark, &format!("/org/sub/project/img/manifests/v1?ns={ns}"));
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].method, "HEAD");
     assert_eq!(
         seen[0].uri,
         format!("/v2/org/sub/project/img/manifests/v1?ns={ns}")
     );
+}
+
+#[test]
+fn credentials_never_go_to_a_mirror_on_another_host() {
+    let f = fixture();
+    let img = &f.images.oci_manifest;
+    // A scripted mirror (it only has to record headers) answering with the image's digest.
+    let digest = img.digest.clone();
+    let mirror = crate::scripted::Scripted::start(move |_, path| {
+        if path == "/v2/" {
+            (
+                401,
+                vec![("WWW-Authenticate".into(), "Basic realm=\"mirror\"".into())],
+                String::new(),
+            )
+        } else {
+            (
+                200,
+                vec![("Docker-Content-Digest".into(), digest.clone())],
+                String::new(),
+            )
+        }
+    });
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+            f.basic.host, mirror.host
+        ),
+    );
+    let dir = temp_dir();
+    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    let r = check(&[
+        "--hosts-dir",
+        root.path().to_str().unwrap(),
+        "--pull-secrets",
+        &secret,
+        "--platform",
+        "any",
+        &img.reference(&f.basic),
+    ]);
+    r.assert_code(0);
+    assert_eq!(r.image(0)["endpoint"], mirror.host.as_str());
+    let ns = f.basic.host.replace(':', "%3A");
+    assert_eq!(
+        mirror.requests(),
+        vec![
+            "GET /v2/".to_string(),
+            format!("HEAD /v2/oci/app/manifests/v1?ns={ns}")
+        ]
+    );
+    assert_eq!(*mirror.authorizations.lock().unwrap(), vec![None, None]);
 }
 
 #[test]
@@ -96,7 +150,9 @@ fn a_mirror_without_resolve_is_not_asked_for_tags() {
     r.assert_code(0);
     assert_eq!(r.image(0)["endpoint"], f.basic.host.as_str());
     assert_eq!(
-        f.anon.requests_since_matching(mark, "/docker/app/").len(),
+        f.anon
+            .requests_since_matching(mark, "/docker/app/manifests/v1?ns=")
+            .len(),
         0
     );
 }

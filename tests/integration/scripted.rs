@@ -16,6 +16,8 @@ pub struct Scripted {
     pub host: String,
     /// `METHOD PATH` of every request received, in order.
     pub requests: Arc<Mutex<Vec<String>>>,
+    /// The `Authorization` header of every request (None when absent), in order.
+    pub authorizations: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Scripted {
@@ -24,16 +26,21 @@ impl Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let log = requests.clone();
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let (log, auth_log) = (requests.clone(), authorizations.clone());
         let route = Arc::new(route);
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let log = log.clone();
+                let (log, auth_log) = (log.clone(), auth_log.clone());
                 let route = route.clone();
-                thread::spawn(move || serve(stream, &log, &*route));
+                thread::spawn(move || serve(stream, &log, &auth_log, &*route));
             }
         });
-        Scripted { host, requests }
+        Scripted {
+            host,
+            requests,
+            authorizations,
+        }
     }
 
     /// Requests received so far.
@@ -42,7 +49,12 @@ impl Scripted {
     }
 }
 
-fn serve(stream: TcpStream, log: &Mutex<Vec<String>>, route: &dyn Fn(&str, &str) -> Reply) {
+fn serve(
+    stream: TcpStream,
+    log: &Mutex<Vec<String>>,
+    auth_log: &Mutex<Vec<Option<String>>>,
+    route: &dyn Fn(&str, &str) -> Reply,
+) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     loop {
@@ -50,12 +62,19 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<String>>, route: &dyn Fn(&str, &str)
         if reader.read_line(&mut first).unwrap_or(0) == 0 {
             return;
         }
+        let mut authorization = None;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
                 break;
             }
+            if let Some((k, v)) = h.split_once(':')
+                && k.eq_ignore_ascii_case("authorization")
+            {
+                authorization = Some(v.trim().to_string());
+            }
         }
+        auth_log.lock().unwrap().push(authorization);
         let mut parts = first.split_whitespace();
         let method = parts.next().unwrap_or("").to_string();
         let path = parts.next().unwrap_or("").to_string();
