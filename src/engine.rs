@@ -12,14 +12,20 @@
 //!   check needs the index body (then GET directly); never after 404.
 
 pub mod classify;
+mod outcome;
+mod plan;
 
-use std::path::PathBuf;
+pub use outcome::{Outcome, PlatformReport};
+pub use plan::{
+    DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan, PlatformPolicy,
+};
+
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use http::Method;
 
-use crate::credentials::{Credential, Keychain};
+use crate::credentials::Credential;
 use crate::manifest;
 use crate::platform::{self, Platform, Selection};
 use crate::reference::{Digest, Reference};
@@ -28,152 +34,10 @@ use crate::registry::error::RegistryError;
 use crate::registry::hosts::{self, Endpoint};
 use crate::verdict::Verdict;
 
-/// The registries whose node-level credential providers the kubelet uses on managed
-/// clusters (kubelet `matchImages` glob syntax). Verdict 14 there is a pass with a warning.
-pub const DEFAULT_NODE_CREDENTIAL_PATTERNS: &[&str] = &[
-    "*.dkr.ecr.*.amazonaws.com",
-    "*.dkr.ecr.*.amazonaws.com.cn",
-    "*-docker.pkg.dev",
-    "gcr.io",
-    "*.gcr.io",
-    "*.azurecr.io",
-    "*.azurecr.cn",
-];
-
-/// Registries where every manifest GET counts as a pull (Docker Hub's rate limit).
-pub const DEFAULT_METERED_REGISTRIES: &[&str] = &["docker.io"];
-
-/// Which platforms an index must offer.
-#[derive(Debug, Clone)]
-pub enum PlatformPolicy {
-    /// Skip the check (`--platform any`).
-    Any,
-    /// At least one of these must be present (the CLI passes one; the webhook passes the
-    /// cluster's platforms).
-    AnyOf(Vec<Platform>),
-}
-
-/// Everything a check needs, resolved once from flags or webhook configuration.
-pub struct Plan {
-    /// Credentials, in kubelet order.
-    pub keychain: Keychain,
-    /// containerd `certs.d` root (`--hosts-dir`).
-    pub hosts_dir: Option<PathBuf>,
-    /// `--insecure-registry` values.
-    pub insecure: Vec<String>,
-    /// Target platforms.
-    pub platform: PlatformPolicy,
-    /// Registries that meter manifest GETs (`docker.io`).
-    pub metered: Vec<String>,
-    /// Check platforms on metered registries anyway.
-    pub verify_platform_on_metered: bool,
-    /// Node-credential registry patterns (`--node-credentials`).
-    pub node_credentials: Vec<String>,
-    /// Images checked at once.
-    pub concurrency: usize,
-    /// Overall deadline of the run.
-    pub timeout: Duration,
-}
-
-/// How the platform check ended for one image.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PlatformReport {
-    /// The target(s), e.g. `linux/amd64`.
-    pub target: Option<String>,
-    /// `exact`, `fallback`, `no_platform_field`, `single_manifest`, `not_checked`, `missing`,
-    /// `not_reached` (docs/json-schema.md).
-    pub result: String,
-    /// The index entry chosen.
-    pub matched: Option<String>,
-    /// Digest of the chosen child manifest.
-    pub child_digest: Option<String>,
-    /// Why the check was skipped, or what fallback means.
-    pub note: Option<String>,
-}
-
-impl Default for PlatformReport {
-    /// `not_reached`: the check ended before the platform step.
-    fn default() -> Self {
-        PlatformReport {
-            target: None,
-            result: "not_reached".into(),
-            matched: None,
-            child_digest: None,
-            note: None,
-        }
-    }
-}
-
-/// The verdict for one image, with the facts behind it. This is the JSON schema's `images[]`
-/// item (see docs/json-schema.md).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Outcome {
-    /// The image as given.
-    pub image: String,
-    /// Normalized reference (`docker.io/library/busybox:latest`), if it parsed.
-    pub reference: Option<String>,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Exit code of this verdict alone.
-    pub exit_code: u8,
-    /// One line: why.
-    pub detail: String,
-    /// Resolved manifest or index digest.
-    pub digest: Option<String>,
-    /// Media type of what the reference resolved to.
-    pub media_type: Option<String>,
-    /// Platform check.
-    pub platform: PlatformReport,
-    /// The reference's registry (`docker.io`).
-    pub registry: Option<String>,
-    /// The endpoint host that gave the verdict (a mirror or the upstream).
-    pub endpoint: Option<String>,
-    /// Which credential gave the verdict (origin and key; never the secret).
-    pub credential: Option<String>,
-    /// Things a person should know even when the image is pullable.
-    pub warnings: Vec<String>,
-    /// Wall time for this image, in milliseconds.
-    pub elapsed_ms: u64,
-}
-
-impl Outcome {
-    fn new(image: &str, verdict: Verdict, detail: String) -> Outcome {
-        Outcome {
-            image: image.to_string(),
-            reference: None,
-            verdict,
-            exit_code: verdict.exit_code(),
-            detail,
-            digest: None,
-            media_type: None,
-            platform: PlatformReport::default(),
-            registry: None,
-            endpoint: None,
-            credential: None,
-            warnings: vec![],
-            elapsed_ms: 0,
-        }
-    }
-
-    fn set_verdict(&mut self, v: Verdict, detail: String) {
-        self.verdict = v;
-        self.exit_code = v.exit_code();
-        self.detail = detail;
-    }
-}
-
 /// Shared engine: one per process (the webhook keeps it for its lifetime).
 pub struct Engine {
     plan: Plan,
     registry: Registry,
-}
-
-/// Configuration errors found before any check runs.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// A `--hosts-dir` problem.
-    #[error("{0}")]
-    Hosts(#[from] hosts::HostsError),
 }
 
 impl Engine {
