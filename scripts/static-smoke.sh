@@ -28,7 +28,7 @@ echo "empty root: $(cd "$root" && find . | sort | tr '\n' ' ')"
 pass=0 fail=0
 expect() {
   local want=$1; shift
-  set +e; env -i chroot "$root" /pullcheck check "$@" > "$work/out" 2>&1; local got=$?; set -e
+  set +e; env -i "$(command -v chroot)" "$root" /pullcheck check "$@" > "$work/out" 2>&1; local got=$?; set -e
   if [ "$got" = "$want" ]; then echo "ok   exit $got: $*"; pass=$((pass+1)); else echo "FAIL exit $got (want $want): $*"; fail=$((fail+1)); fi
   sed 's/^/     /' "$work/out"
 }
@@ -36,7 +36,7 @@ expect 0  --ca-file /ca.pem "$reg/smoke/app:v1"
 expect 11 --ca-file /ca.pem "$reg/smoke/app:v2"
 expect 20 --timeout 5 "$reg/smoke/app:v1"
 # An inherited SSL_CERT_FILE naming a file the image doesn't have is ignored, not fatal.
-set +e; env -i SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt chroot "$root" /pullcheck check --ca-file /ca.pem "$reg/smoke/app:v1" >/dev/null 2>&1; got=$?; set -e
+set +e; env -i SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$(command -v chroot)" "$root" /pullcheck check --ca-file /ca.pem "$reg/smoke/app:v1" >/dev/null 2>&1; got=$?; set -e
 if [ "$got" = 0 ]; then echo "ok   exit 0: missing SSL_CERT_FILE ignored"; pass=$((pass+1)); else echo "FAIL exit $got: missing SSL_CERT_FILE"; fail=$((fail+1)); fi
 size=$(stat -c %s "$bin")
 echo "static binary: $size bytes"
