@@ -1,3 +1,4 @@
+mod apiserver;
 mod check_auth;
 mod check_requests;
 mod check_transient;

@@ -1,0 +1,242 @@
+{{/* Names ------------------------------------------------------------------------ */}}
+
+{{- define "pullcheck.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* RELEASE-pullcheck, or RELEASE when it already says pullcheck; at most 52 characters so
+suffixes (-tls, -ca, -prepull) stay within 63. */}}
+{{- define "pullcheck.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pullcheck.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pullcheck.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pullcheck.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pullcheck.labels" -}}
+helm.sh/chart: {{ include "pullcheck.chart" . }}
+{{ include "pullcheck.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pullcheck.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pullcheck.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pullcheck.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "pullcheck.fullname" .)) .Values.tls.secretName }}
+{{- end }}
+
+{{/* Images ----------------------------------------------------------------------- */}}
+
+{{- define "pullcheck.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "pullcheck.injectImage" -}}
+{{- default (include "pullcheck.image" .) .Values.inject.image }}
+{{- end }}
+
+{{/* Webhook ---------------------------------------------------------------------- */}}
+
+{{/* --budget: budgetSeconds, else timeoutSeconds - 2 (at least 1). */}}
+{{- define "pullcheck.budget" -}}
+{{- if .Values.webhook.budgetSeconds }}
+{{- .Values.webhook.budgetSeconds }}
+{{- else }}
+{{- max 1 (sub (int .Values.webhook.timeoutSeconds) 2) }}
+{{- end }}
+{{- end }}
+
+{{/* The host of webhook.url (no scheme, port or path), or "". */}}
+{{- define "pullcheck.urlHost" -}}
+{{- if .Values.webhook.url }}
+{{- $u := urlParse .Values.webhook.url }}
+{{- $host := get $u "host" }}
+{{- if hasPrefix "[" $host }}
+{{- $host | trimPrefix "[" | splitList "]" | first }}
+{{- else }}
+{{- $host | splitList ":" | first }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* DNS names of the serving certificate: the Service names, the URL's host when it is a
+name, tls.extraDNSNames. As a JSON list. */}}
+{{- define "pullcheck.certDNSNames" -}}
+{{- $svc := include "pullcheck.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) }}
+{{- $host := include "pullcheck.urlHost" . }}
+{{- if and $host (not (regexMatch "^[0-9.]+$|:" $host)) }}
+{{- $names = append $names $host }}
+{{- end }}
+{{- concat $names .Values.tls.extraDNSNames | uniq | toJson }}
+{{- end }}
+
+{{/* IP addresses of the serving certificate: the URL's host when it is an IP literal,
+tls.extraIPs. As a JSON list. */}}
+{{- define "pullcheck.certIPs" -}}
+{{- $ips := list }}
+{{- $host := include "pullcheck.urlHost" . }}
+{{- if and $host (regexMatch "^[0-9.]+$|:" $host) }}
+{{- $ips = append $ips $host }}
+{{- end }}
+{{- concat $ips .Values.tls.extraIPs | uniq | toJson }}
+{{- end }}
+
+{{/* The generated CA and serving certificate, computed once per render and shared by the
+Secret and both webhook configurations (they must agree). An existing Secret with all
+three keys is kept, so upgrades don't rotate the CA under the API server. Returns a JSON
+object {ca, crt, key} of PEM text. */}}
+{{- define "pullcheck.generatedTLS" -}}
+{{- if not (hasKey .Release "pullcheckGeneratedTLS") }}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "pullcheck.tlsSecretName" .) }}
+{{- $data := dict }}
+{{- if $secret }}{{- $data = default (dict) $secret.data }}{{- end }}
+{{- $tls := dict }}
+{{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") }}
+{{- $tls = dict "ca" (index $data "ca.crt" | b64dec) "crt" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec) }}
+{{- else }}
+{{- $days := int .Values.tls.validityDays }}
+{{- $ca := genCA (printf "%s-ca" (include "pullcheck.fullname" .)) $days }}
+{{- $dns := include "pullcheck.certDNSNames" . | fromJsonArray }}
+{{- $ips := include "pullcheck.certIPs" . | fromJsonArray }}
+{{- $cert := genSignedCert (first $dns) $ips $dns $days $ca }}
+{{- $tls = dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key }}
+{{- end }}
+{{- $_ := set .Release "pullcheckGeneratedTLS" $tls }}
+{{- end }}
+{{- get .Release "pullcheckGeneratedTLS" | toJson }}
+{{- end }}
+
+{{/* caBundle field value (base64) for generate and external modes; "" for certManager. */}}
+{{- define "pullcheck.caBundle" -}}
+{{- if eq .Values.tls.mode "generate" }}
+{{- (include "pullcheck.generatedTLS" . | fromJson).ca | b64enc }}
+{{- else if eq .Values.tls.mode "external" }}
+{{- required "tls.caBundle is required when tls.mode is external" .Values.tls.caBundle | b64enc }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces never sent to the webhook. */}}
+{{- define "pullcheck.excludedNamespaces" -}}
+{{- concat (list .Release.Namespace "kube-system") .Values.webhook.excludeNamespaces | uniq | toJson }}
+{{- end }}
+
+{{/* The parts shared by the validating and the mutating webhook. Argument: (dict "root" $
+"path" "/validate"). */}}
+{{- define "pullcheck.webhookCommon" -}}
+{{- $root := .root }}
+{{- $v := $root.Values.webhook }}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+failurePolicy: {{ $v.failurePolicy }}
+timeoutSeconds: {{ int $v.timeoutSeconds }}
+matchPolicy: Equivalent
+clientConfig:
+  {{- if $v.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" $v.url) .path | quote }}
+  {{- else }}
+  service:
+    name: {{ include "pullcheck.fullname" $root }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ .path }}
+    port: {{ int $root.Values.service.port }}
+  {{- end }}
+  {{- $ca := include "pullcheck.caBundle" $root }}
+  {{- if $ca }}
+  caBundle: {{ $ca }}
+  {{- end }}
+namespaceSelector:
+  {{- with $v.namespaceSelector.matchLabels }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- include "pullcheck.excludedNamespaces" $root | fromJsonArray | toYaml | nindent 8 }}
+    {{- with $v.namespaceSelector.matchExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- if or $v.skipControllerOwned $v.skipAnnotated }}
+matchConditions:
+  {{- if $v.skipControllerOwned }}
+  - name: not-controller-owned
+    expression: "!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)"
+  {{- end }}
+  {{- if $v.skipAnnotated }}
+  - name: not-opted-out
+    expression: "!has(object.metadata.annotations) || !('pullcheck.io/skip' in object.metadata.annotations) || object.metadata.annotations['pullcheck.io/skip'] != 'true'"
+  {{- end }}
+{{- end }}
+rules:
+  - apiGroups: ["batch"]
+    apiVersions: ["v1"]
+    resources: ["jobs"]
+    operations: ["CREATE"]
+    scope: Namespaced
+  - apiGroups: ["batch"]
+    apiVersions: ["v1"]
+    resources: ["cronjobs"]
+    operations: ["CREATE", "UPDATE"]
+    scope: Namespaced
+  - apiGroups: ["kubeflow.org"]
+    apiVersions: ["*"]
+    resources: ["pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"]
+    operations: ["CREATE"]
+    scope: Namespaced
+  - apiGroups: ["jobset.x-k8s.io"]
+    apiVersions: ["*"]
+    resources: ["jobsets"]
+    operations: ["CREATE"]
+    scope: Namespaced
+  {{- range $v.extraKinds }}
+  {{- $gv := splitList "/" .apiVersion }}
+  {{- if eq (len $gv) 2 }}
+  - apiGroups: [{{ first $gv | quote }}]
+    apiVersions: [{{ last $gv | quote }}]
+  {{- else if contains "." .apiVersion }}
+  - apiGroups: [{{ .apiVersion | quote }}]
+    apiVersions: ["*"]
+  {{- else }}
+  - apiGroups: [""]
+    apiVersions: [{{ .apiVersion | quote }}]
+  {{- end }}
+    resources: [{{ required "webhook.extraKinds[].resource (the plural, e.g. rayjobs) is required" .resource | quote }}]
+    operations: {{ default (list "CREATE") .operations | toJson }}
+    scope: Namespaced
+  {{- end }}
+{{- end }}
+
+{{/* ConfigMap key for a registry host (keys allow [-._a-zA-Z0-9]; a host may carry a
+port or IPv6 brackets): "registry:5000" → "registry_5000". */}}
+{{- define "pullcheck.hostKey" -}}
+{{- regexReplaceAll "[^-._a-zA-Z0-9]" . "_" }}
+{{- end }}

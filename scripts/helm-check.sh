@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# Static checks of the Helm chart charts/pullcheck: `helm lint --strict` and `helm template`
+# with the default values and with each option combination, asserting the kinds, counts
+# and the fields the webhook's safety depends on (failurePolicy, namespace exclusions,
+# matchConditions, TLS wiring, RBAC scope, restricted securityContext, ...).
+#
+#   scripts/helm-check.sh            # helm from scripts/go-tools.sh (built once, cached)
+#   HELM=/path/to/helm scripts/helm-check.sh
+#
+# Needs python3 with PyYAML (installed with pip when missing) and openssl.
+# Exit status 0 when every check passed; the last line is "N passed, M failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${HELM:-}" ]; then
+  HELM="$(scripts/go-tools.sh helm)/helm"
+fi
+export HELM
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "helm-check: installing PyYAML" >&2
+  python3 -m pip install --quiet pyyaml >&2
+fi
+command -v openssl >/dev/null || { echo "helm-check: openssl is required" >&2; exit 2; }
+
+exec python3 - "$@" <<'PY'
+import base64, json, os, re, subprocess, sys, tempfile
+import yaml
+
+HELM = os.environ["HELM"]
+CHART = "charts/pullcheck"
+NS = "pullcheck-system"
+CEL_OWNED = ("!has(object.metadata.ownerReferences) || "
+             "!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)")
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok    {name}")
+    else:
+        failed += 1
+        print(f"FAIL  {name}{': ' + str(detail) if detail else ''}")
+
+
+def helm(*args):
+    return subprocess.run([HELM, *args], capture_output=True, text=True)
+
+
+def render(*args, release="pc", expect_error=None):
+    """helm template → list of documents; None on failure (the error is printed unless it
+    contains `expect_error`)."""
+    r = helm("template", release, CHART, "--namespace", NS, *args)
+    if r.returncode != 0:
+        if not (expect_error and expect_error in r.stderr):
+            print(r.stderr, file=sys.stderr)
+        return None
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def kinds(docs):
+    out = {}
+    for d in docs:
+        out[d["kind"]] = out.get(d["kind"], 0) + 1
+    return out
+
+
+def one(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind}"
+    return found[0]
+
+
+def openssl(args, stdin):
+    return subprocess.run(["openssl", *args], input=stdin, capture_output=True, text=True)
+
+
+# ---- lint ------------------------------------------------------------------------------
+LINT_SETS = {
+    "defaults": [],
+    "certManager": ["--set", "tls.mode=certManager"],
+    "external": ["--set", "tls.mode=external", "--set", "tls.caBundle=PEM"],
+    "rbac namespaces": ["--set", "rbac.scope=namespaces", "--set", "rbac.namespaces={team-a,team-b}"],
+    "prePull + serviceMonitor": ["--set", "prePull.enabled=true", "--set", "serviceMonitor.enabled=true"],
+    "webhook disabled": ["--set", "webhook.enabled=false"],
+    "url mode": ["--set", "webhook.url=https://127.0.0.1:8443"],
+}
+for name, extra in LINT_SETS.items():
+    r = helm("lint", "--strict", CHART, "--namespace", NS, *extra)
+    check(f"helm lint --strict ({name})", r.returncode == 0, r.stdout + r.stderr)
+
+# ---- defaults --------------------------------------------------------------------------
+docs = render()
+check("default render succeeds", docs is not None)
+docs = docs or []
+k = kinds(docs)
+check("default kinds and counts", k == {
+    "Deployment": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 1,
+    "ClusterRoleBinding": 1, "Secret": 1, "PodDisruptionBudget": 1,
+    "ValidatingWebhookConfiguration": 1, "MutatingWebhookConfiguration": 1}, k)
+
+vwc = one(docs, "ValidatingWebhookConfiguration")["webhooks"]
+mwc = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+check("one validating and one mutating webhook", len(vwc) == 1 and len(mwc) == 1)
+for label, w in (("validating", vwc[0]), ("mutating", mwc[0])):
+    check(f"{label}: failurePolicy Ignore", w["failurePolicy"] == "Ignore", w["failurePolicy"])
+    check(f"{label}: timeoutSeconds 10", w["timeoutSeconds"] == 10)
+    check(f"{label}: sideEffects None", w["sideEffects"] == "None")
+    check(f"{label}: admissionReviewVersions [v1]", w["admissionReviewVersions"] == ["v1"])
+    sel = w["namespaceSelector"]
+    check(f"{label}: opt-in label", sel.get("matchLabels") == {"pullcheck.io/enabled": "true"}, sel)
+    notin = [e for e in sel["matchExpressions"]
+             if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"]
+    check(f"{label}: excludes its namespace and kube-system",
+          len(notin) == 1 and set(notin[0]["values"]) >= {NS, "kube-system"}, notin)
+    conds = {c["name"]: c["expression"] for c in w.get("matchConditions", [])}
+    check(f"{label}: matchCondition skips controller-owned objects",
+          conds.get("not-controller-owned") == CEL_OWNED, conds)
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r for r in w["rules"]}
+    check(f"{label}: jobs on CREATE", rules[(("batch",), ("jobs",))]["operations"] == ["CREATE"])
+    check(f"{label}: cronjobs on CREATE and UPDATE",
+          rules[(("batch",), ("cronjobs",))]["operations"] == ["CREATE", "UPDATE"])
+    kf = [r for r in w["rules"] if r["apiGroups"] == ["kubeflow.org"]]
+    check(f"{label}: kubeflow job kinds",
+          len(kf) == 1 and set(kf[0]["resources"]) == {"pytorchjobs", "tfjobs", "mpijobs",
+                                                       "xgboostjobs", "paddlejobs", "jaxjobs"}, kf)
+    check(f"{label}: jobsets", (("jobset.x-k8s.io",), ("jobsets",)) in rules)
+    check(f"{label}: no pods rule", not any("pods" in r["resources"] for r in w["rules"]))
+    svc = w["clientConfig"].get("service", {})
+    check(f"{label}: routed to the Service", svc.get("name") == "pc-pullcheck" and svc.get("namespace") == NS
+          and svc.get("path") == ("/validate" if label == "validating" else "/mutate"), svc)
+check("mutating: reinvocationPolicy IfNeeded", mwc[0].get("reinvocationPolicy") == "IfNeeded")
+
+secret = one(docs, "Secret")
+ca_b64 = secret["data"]["ca.crt"]
+check("generated Secret is kubernetes.io/tls with ca.crt, tls.crt, tls.key",
+      secret["type"] == "kubernetes.io/tls" and set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"})
+check("caBundle of both configurations is the Secret's CA",
+      vwc[0]["clientConfig"]["caBundle"] == ca_b64 and mwc[0]["clientConfig"]["caBundle"] == ca_b64)
+with tempfile.TemporaryDirectory() as t:
+    ca_path = os.path.join(t, "ca.crt")
+    open(ca_path, "wb").write(base64.b64decode(ca_b64))
+    crt = base64.b64decode(secret["data"]["tls.crt"]).decode()
+    v = openssl(["verify", "-CAfile", ca_path, "-purpose", "sslserver"], crt)
+    check("serving certificate verifies against the CA", v.returncode == 0, v.stdout + v.stderr)
+    san = openssl(["x509", "-noout", "-ext", "subjectAltName"], crt).stdout
+    check("serving certificate names the Service", f"DNS:pc-pullcheck.{NS}.svc" in san, san)
+again = render() or []
+check("helm template can't look up: each run generates a new CA (documented)",
+      again and one(again, "Secret")["data"]["ca.crt"] != ca_b64)
+
+dep = one(docs, "Deployment")
+spec = dep["spec"]["template"]["spec"]
+c = spec["containers"][0]
+check("2 replicas", dep["spec"]["replicas"] == 2)
+psc, csc = spec["securityContext"], c["securityContext"]
+check("pod securityContext restricted", psc.get("runAsNonRoot") is True and psc.get("runAsUser") == 65532
+      and psc.get("seccompProfile") == {"type": "RuntimeDefault"}, psc)
+check("container securityContext restricted", csc.get("readOnlyRootFilesystem") is True
+      and csc.get("allowPrivilegeEscalation") is False and csc.get("capabilities") == {"drop": ["ALL"]}
+      and csc.get("runAsNonRoot") is True, csc)
+check("resources set", c["resources"].get("requests") and c["resources"].get("limits"))
+lp, rp = c["livenessProbe"]["httpGet"], c["readinessProbe"]["httpGet"]
+check("probes over https on /healthz and /readyz",
+      lp == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+      and rp == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}, (lp, rp))
+tsc = spec.get("topologySpreadConstraints", [])
+check("topology spread over hostname and zone with the pod selector",
+      {t["topologyKey"] for t in tsc} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+      and all(t["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"] for t in tsc), tsc)
+args = c["args"]
+check("args: webhook subcommand, enforce, budget 8, both platforms",
+      args[0] == "webhook" and "--mode=enforce" in args and "--budget=8" in args
+      and "--cluster-platform=linux/amd64" in args and "--cluster-platform=linux/arm64" in args
+      and "--fail-closed" not in args and "--allow-loopback-registries" not in args, args)
+check("image defaults to appVersion", c["image"] == "ghcr.io/pullcheck/pullcheck:0.1.0", c["image"])
+check("tls volume from the Secret", spec["volumes"][0]["secret"]["secretName"] == "pc-pullcheck-tls")
+pdb = one(docs, "PodDisruptionBudget")
+check("PDB minAvailable 1 on the pods", pdb["spec"].get("minAvailable") == 1
+      and pdb["spec"]["selector"] == dep["spec"]["selector"])
+cr = one(docs, "ClusterRole")
+check("ClusterRole reads secrets and serviceaccounts only",
+      cr["rules"] == [{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}], cr["rules"])
+crb = one(docs, "ClusterRoleBinding")
+check("ClusterRoleBinding to the chart's ServiceAccount",
+      crb["subjects"] == [{"kind": "ServiceAccount", "name": "pc-pullcheck", "namespace": NS}], crb["subjects"])
+
+# ---- cert-manager --------------------------------------------------------------------
+docs = render("--set", "tls.mode=certManager") or []
+k = kinds(docs)
+check("certManager: Issuers, Certificates, no Secret",
+      k.get("Certificate") == 2 and k.get("Issuer") == 2 and "Secret" not in k, k)
+for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+    d = one(docs, kind)
+    check(f"certManager: {kind} inject-ca-from the serving Certificate",
+          d["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") == f"{NS}/pc-pullcheck-tls"
+          and "caBundle" not in d["webhooks"][0]["clientConfig"], d["metadata"])
+serving = [d for d in docs if d["kind"] == "Certificate" and d["metadata"]["name"] == "pc-pullcheck-tls"]
+check("certManager: serving Certificate writes the mounted Secret, names the Service",
+      len(serving) == 1 and serving[0]["spec"]["secretName"] == "pc-pullcheck-tls"
+      and f"pc-pullcheck.{NS}.svc" in serving[0]["spec"]["dnsNames"], serving)
+docs = render("--set", "tls.mode=certManager", "--set", "tls.certManager.issuerRef.name=corp-ca",
+              "--set", "tls.certManager.issuerRef.kind=ClusterIssuer") or []
+k = kinds(docs)
+check("certManager with issuerRef: one Certificate, no Issuer",
+      k.get("Certificate") == 1 and "Issuer" not in k, k)
+check("certManager with issuerRef: used", one(docs, "Certificate")["spec"]["issuerRef"]
+      == {"name": "corp-ca", "kind": "ClusterIssuer"})
+
+# ---- external ------------------------------------------------------------------------
+check("external without caBundle fails", render("--set", "tls.mode=external", expect_error="tls.caBundle is required") is None)
+docs = render("--set", "tls.mode=external", "--set", "tls.caBundle=CA-PEM", "--set", "tls.secretName=my-tls") or []
+k = kinds(docs)
+check("external: no Secret or Certificate", "Secret" not in k and "Certificate" not in k, k)
+check("external: caBundle from tls.caBundle",
+      one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"]
+      == base64.b64encode(b"CA-PEM").decode())
+check("external: Deployment mounts tls.secretName",
+      one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "my-tls")
+
+# ---- RBAC per namespace --------------------------------------------------------------
+docs = render("--set", "rbac.scope=namespaces", "--set", "rbac.namespaces={team-a,team-b}") or []
+k = kinds(docs)
+rbs = [d for d in docs if d["kind"] == "RoleBinding"]
+check("rbac namespaces: RoleBindings instead of a ClusterRoleBinding",
+      "ClusterRoleBinding" not in k and k.get("ClusterRole") == 1 and len(rbs) == 2, k)
+check("rbac namespaces: one RoleBinding per listed namespace, to the ClusterRole",
+      sorted(r["metadata"]["namespace"] for r in rbs) == ["team-a", "team-b"]
+      and all(r["roleRef"]["kind"] == "ClusterRole" for r in rbs))
+check("rbac namespaces with an empty list fails", render("--set", "rbac.scope=namespaces", expect_error="rbac.namespaces is empty") is None)
+
+# ---- DaemonSet, ServiceMonitor -------------------------------------------------------
+docs = render("--set", "prePull.enabled=true", "--set", "inject.image=mirror.example/pullcheck:0.1.0") or []
+ds = [d for d in docs if d["kind"] == "DaemonSet"]
+check("prePull: one DaemonSet", len(ds) == 1)
+if ds:
+    s = ds[0]["spec"]["template"]["spec"]
+    check("prePull: init container runs the inject image's --version",
+          s["initContainers"][0]["image"] == "mirror.example/pullcheck:0.1.0"
+          and s["initContainers"][0]["args"] == ["--version"], s["initContainers"])
+    check("prePull: pause container holds the pod", s["containers"][0]["image"].startswith("registry.k8s.io/pause:"))
+    check("prePull: tolerates every taint", {"operator": "Exists"} in s.get("tolerations", []))
+    check("prePull: restricted securityContext",
+          s["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+          and s["securityContext"]["runAsNonRoot"] is True)
+docs = render("--set", "serviceMonitor.enabled=true") or []
+sm = [d for d in docs if d["kind"] == "ServiceMonitor"]
+check("serviceMonitor: one ServiceMonitor on https /metrics", len(sm) == 1
+      and sm[0]["spec"]["endpoints"][0]["scheme"] == "https" and sm[0]["spec"]["endpoints"][0]["path"] == "/metrics")
+check("serviceMonitor off by default", "ServiceMonitor" not in kinds(render() or []))
+
+# ---- webhook switched off ------------------------------------------------------------
+docs = render("--set", "webhook.enabled=false")
+check("webhook disabled: renders nothing", docs == [], docs and kinds(docs))
+docs = render("--set", "webhook.enabled=false", "--set", "prePull.enabled=true") or []
+check("webhook disabled + prePull: only the DaemonSet", kinds(docs) == {"DaemonSet": 1}, kinds(docs))
+docs = render("--set", "webhook.validating.enabled=false") or []
+k = kinds(docs)
+check("validating off: only the mutating configuration",
+      "ValidatingWebhookConfiguration" not in k and k.get("MutatingWebhookConfiguration") == 1, k)
+
+# ---- URL mode, policy options --------------------------------------------------------
+docs = render("--set", "webhook.url=https://127.0.0.1:9443") or []
+for kind, path in (("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")):
+    cc = one(docs, kind)["webhooks"][0]["clientConfig"]
+    check(f"url mode: {kind} by URL", cc.get("url") == f"https://127.0.0.1:9443{path}" and "service" not in cc, cc)
+crt = base64.b64decode(one(docs, "Secret")["data"]["tls.crt"]).decode()
+san = openssl(["x509", "-noout", "-ext", "subjectAltName"], crt).stdout
+check("url mode: the generated certificate covers the URL's IP", "IP Address:127.0.0.1" in san, san)
+
+docs = render("--set", "webhook.mode=warn", "--set", "webhook.failClosed=true", "--set", "webhook.failurePolicy=Fail",
+              "--set", "webhook.timeoutSeconds=5", "--set", "inject.pinDigests=true", "--set", "inject.failFast=true",
+              "--set", "clusterPlatforms={linux/amd64}", "--set", "nodeCredentials={none}",
+              "--set", "registry.deny={*.internal}", "--set", "webhook.excludeNamespaces={ops}") or []
+args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+check("options reach the args", all(a in args for a in (
+    "--mode=warn", "--fail-closed", "--budget=3", "--pin-digests", "--fail-fast",
+    "--cluster-platform=linux/amd64", "--node-credentials=none", "--deny-registry=*.internal"))
+      and "--cluster-platform=linux/arm64" not in args, args)
+w = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
+check("failurePolicy Fail and timeoutSeconds 5", w["failurePolicy"] == "Fail" and w["timeoutSeconds"] == 5)
+notin = [e for e in w["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"][0]["values"]
+check("excludeNamespaces adds to the always-excluded ones", set(notin) == {NS, "kube-system", "ops"}, notin)
+
+values = {
+    "registry": {"caCerts": "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n",
+                 "hostsToml": {"registry.example.com:5000": 'server = "https://registry.example.com:5000"\n'}},
+    "webhook": {"extraKinds": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "resource": "rayjobs",
+                                "podTemplatePaths": ["spec.rayClusterSpec.headGroupSpec.template"]}]},
+}
+with tempfile.NamedTemporaryFile("w", suffix=".yaml") as vf:
+    json.dump(values, vf)
+    vf.flush()
+    docs = render("-f", vf.name) or []
+cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+check("hostsToml and config ConfigMaps", set(cms) == {"pc-pullcheck-hosts", "pc-pullcheck-config"}, set(cms))
+if len(cms) == 2:
+    kinds_yaml = yaml.safe_load(cms["pc-pullcheck-config"]["data"]["kinds.yaml"])
+    check("kinds.yaml has the table row without the rule-only fields",
+          kinds_yaml == [{"apiVersion": "ray.io/v1", "kind": "RayJob",
+                          "podTemplatePaths": ["spec.rayClusterSpec.headGroupSpec.template"]}], kinds_yaml)
+    spec = one(docs, "Deployment")["spec"]["template"]["spec"]
+    hosts = [v for v in spec["volumes"] if v["name"] == "hosts"][0]["configMap"]["items"]
+    check("hosts.toml mounted as certs.d/<host>/hosts.toml",
+          hosts == [{"key": "registry.example.com_5000", "path": "registry.example.com:5000/hosts.toml"}], hosts)
+    args = spec["containers"][0]["args"]
+    check("--hosts-dir, --ca-file and --kinds passed", all(a in args for a in (
+        "--hosts-dir=/etc/pullcheck/certs.d", "--ca-file=/etc/pullcheck/config/registry-ca.crt",
+        "--kinds=/etc/pullcheck/config/kinds.yaml")), args)
+    rules = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["rules"]
+    check("extraKinds add a rule", {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayjobs"],
+                                    "operations": ["CREATE"], "scope": "Namespaced"} in rules, rules)
+
+# ---- schema --------------------------------------------------------------------------
+check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)
+check("schema rejects an unknown value", render("--set", "webhok.mode=warn", expect_error="additional properties") is None)
+check("schema rejects a webhook URL with a path", render("--set", "webhook.url=https://x/validate", expect_error="does not match pattern") is None)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY

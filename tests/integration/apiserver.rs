@@ -1,0 +1,961 @@
+//! The Helm chart and `pullcheck webhook` against a real kube-apiserver (etcd +
+//! kube-apiserver on loopback, no controller-manager, scheduler or kubelet).
+//!
+//! `scripts/apiserver-e2e.sh` starts the control plane (`scripts/control-plane.sh`), puts
+//! `kubectl` and `helm` on PATH, exports `KUBECONFIG` and `PULLCHECK_CP_*`, sets
+//! `PULLCHECK_APISERVER_E2E=1` and runs `cargo test --test integration apiserver::`.
+//! Without that variable every test here returns at once (a plain `cargo test` has no
+//! control plane); with it, a missing piece is a failure.
+//!
+//! Setup, once per test process:
+//! 1. `helm template` the chart with `webhook.url=https://127.0.0.1:PORT` (no Service
+//!    routing here), chart-generated TLS whose certificate covers 127.0.0.1, the inject
+//!    image on the fixture registry, loopback registries allowed and the test CA as
+//!    `registry.caCerts`; `kubectl apply` all of it (so every chart object passes the
+//!    apiserver's validation too).
+//! 2. Run `pullcheck webhook` locally with the container args of the stored Deployment
+//!    (paths under /etc/pullcheck mapped to files taken from the stored Secret and
+//!    ConfigMap) plus `--apiserver` with a token of the chart's ServiceAccount: the chart's
+//!    RBAC is what lets it read pull secrets.
+//! 3. Install the PyTorchJob and JobSet CRDs from tests/data/crds.
+//!
+//! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::cli::bin;
+use crate::support::{self, ALICE, fixture};
+
+const ENABLE_LABEL: &str = "pullcheck.io/enabled";
+const RELEASE: &str = "pullcheck";
+const RELEASE_NS: &str = "pullcheck-system";
+
+/// Output of one command.
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// The running setup shared by every test.
+struct Env {
+    /// `https://127.0.0.1:PORT` of the local webhook.
+    webhook: String,
+    running: Running,
+    dir: tempfile::TempDir,
+    /// The init container image the chart configures (on the fixture registry).
+    inject_image: String,
+    /// The webhook's arguments (the Deployment's, paths mapped), for more instances.
+    args: Vec<String>,
+    rust_log: String,
+}
+
+impl Env {
+    fn log(&self) -> String {
+        self.running.log()
+    }
+}
+
+static ENV: OnceLock<Result<Env, String>> = OnceLock::new();
+
+fn repo() -> &'static str {
+    env!("CARGO_MANIFEST_DIR")
+}
+
+fn required() -> bool {
+    std::env::var_os("PULLCHECK_APISERVER_E2E").is_some_and(|v| v == "1")
+}
+
+/// The shared setup, or `None` (test skipped) outside scripts/apiserver-e2e.sh.
+fn env() -> Option<&'static Env> {
+    if !required() {
+        eprintln!("skipped: needs a control plane (run scripts/apiserver-e2e.sh)");
+        return None;
+    }
+    match ENV.get_or_init(|| {
+        std::panic::catch_unwind(setup).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into())
+        })
+    }) {
+        Ok(e) => Some(e),
+        Err(msg) => panic!("apiserver setup failed: {msg}"),
+    }
+}
+
+fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Out {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e} (is it on PATH? run scripts/apiserver-e2e.sh)"));
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let text = text.to_string();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
+    let out = child.wait_with_output().unwrap();
+    Out {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn kubectl(args: &[&str], stdin: Option<&str>) -> Out {
+    run("kubectl", args, stdin)
+}
+
+/// kubectl that must succeed; returns stdout.
+fn kubectl_ok(args: &[&str], stdin: Option<&str>) -> String {
+    let o = kubectl(args, stdin);
+    assert!(o.ok, "kubectl {}: {}{}", args.join(" "), o.stdout, o.stderr);
+    o.stdout
+}
+
+fn get_json(args: &[&str]) -> Value {
+    let mut a = vec!["get", "-o", "json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&kubectl_ok(&a, None)).unwrap()
+}
+
+/// `helm template` of the chart (release RELEASE unless `--name` style args override).
+fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
+    let chart = format!("{}/charts/pullcheck", repo());
+    let mut a = vec![
+        "template",
+        release,
+        chart.as_str(),
+        "--namespace",
+        namespace,
+    ];
+    a.extend_from_slice(args);
+    let o = run("helm", &a, None);
+    assert!(o.ok, "helm {}: {}", a.join(" "), o.stderr);
+    o.stdout
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn b64d(v: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().expect("base64 string"))
+        .expect("base64")
+}
+
+fn setup() -> Env {
+    let f = fixture();
+    let dir = support::temp_dir();
+    let port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let inject_image = f.images.multi_index.reference(&f.token);
+    let ca_pem = std::fs::read_to_string(&f.ca_file).unwrap();
+    let values = dir.path().join("values.yaml");
+    // JSON is YAML: no quoting worries for the PEM text.
+    std::fs::write(
+        &values,
+        serde_json::to_vec_pretty(&json!({
+            "webhook": {"url": url},
+            "inject": {"image": inject_image},
+            "registry": {"allowLoopback": true, "caCerts": ca_pem},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let rendered = helm_template(RELEASE, RELEASE_NS, &["-f", values.to_str().unwrap()]);
+
+    ensure_namespace(RELEASE_NS, &[]);
+    kubectl_ok(&["apply", "--server-side", "-f", "-"], Some(&rendered));
+
+    // Certificate and key from the stored Secret; the CA the configurations trust.
+    let secret = get_json(&["-n", RELEASE_NS, "secret", &format!("{RELEASE}-tls")]);
+    let tls = dir.path().join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        std::fs::write(tls.join(key), b64d(&secret["data"][key])).unwrap();
+    }
+    let vwc = get_json(&["validatingwebhookconfiguration", RELEASE]);
+    assert_eq!(
+        vwc["webhooks"][0]["clientConfig"]["caBundle"], secret["data"]["ca.crt"],
+        "caBundle differs from the Secret's ca.crt"
+    );
+    let config = get_json(&["-n", RELEASE_NS, "configmap", &format!("{RELEASE}-config")]);
+    let config_dir = dir.path().join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    for (k, v) in config["data"].as_object().unwrap() {
+        std::fs::write(config_dir.join(k), v.as_str().unwrap()).unwrap();
+    }
+
+    // A token of the chart's ServiceAccount: the chart's RBAC must be enough.
+    let token = kubectl_ok(
+        &[
+            "-n",
+            RELEASE_NS,
+            "create",
+            "token",
+            RELEASE,
+            "--duration",
+            "2h",
+        ],
+        None,
+    );
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token.trim()).unwrap();
+
+    // The Deployment's args, with in-pod paths mapped to the files above.
+    let deploy = get_json(&["-n", RELEASE_NS, "deployment", RELEASE]);
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    for a in &mut args {
+        if a.starts_with("--listen=") {
+            *a = format!("--listen=127.0.0.1:{port}");
+        }
+        *a = a
+            .replace("/etc/pullcheck/tls", tls.to_str().unwrap())
+            .replace("/etc/pullcheck/config", config_dir.to_str().unwrap());
+        assert!(!a.contains("/etc/pullcheck"), "unmapped path in {a}");
+    }
+    let server = std::env::var("PULLCHECK_CP_SERVER").expect("PULLCHECK_CP_SERVER");
+    let cp_ca = std::env::var("PULLCHECK_CP_CA").expect("PULLCHECK_CP_CA");
+    args.extend([
+        format!("--apiserver={server}"),
+        format!("--apiserver-token-file={}", token_file.display()),
+        format!("--apiserver-ca-file={cp_ca}"),
+    ]);
+    let rust_log = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "RUST_LOG")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or("pullcheck=info")
+        .to_string();
+    let running = Running::start(&args, &rust_log);
+    assert_eq!(running.url, url);
+
+    install_crds();
+    Env {
+        webhook: running.url.clone(),
+        running,
+        dir,
+        inject_image,
+        args,
+        rust_log,
+    }
+}
+
+/// A `pullcheck webhook` process and its stderr.
+struct Running {
+    /// `https://ADDR`
+    url: String,
+    _child: Mutex<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn start(args: &[String], rust_log: &str) -> Running {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("DOCKER_CONFIG")
+            .env("RUST_LOG", rust_log)
+            .env("HOME", "/nonexistent-pullcheck-home")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let pipe = child.stderr.take().unwrap();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if let Some(addr) = line.strip_prefix("pullcheck webhook: listening on ") {
+                        let _ = tx.send(addr.to_string());
+                    }
+                    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        let running = Running {
+            url: String::new(),
+            _child: Mutex::new(child),
+            log,
+        };
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => Running { url, ..running },
+            Err(_) => panic!(
+                "webhook did not start (args {args:?}); stderr:\n{}",
+                running.log()
+            ),
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn install_crds() {
+    let dir = format!("{}/tests/data/crds", repo());
+    for file in [
+        "kubeflow.org_pytorchjobs.yaml",
+        "jobset.x-k8s.io_jobsets.yaml",
+    ] {
+        // Server-side: the CRDs are too big for the last-applied annotation.
+        kubectl_ok(
+            &["apply", "--server-side", "-f", &format!("{dir}/{file}")],
+            None,
+        );
+    }
+    kubectl_ok(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/pytorchjobs.kubeflow.org",
+            "crd/jobsets.jobset.x-k8s.io",
+        ],
+        None,
+    );
+    // Discovery catches up a little after Established.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = kubectl(&["get", "pytorchjobs,jobsets", "-A"], None);
+        if o.ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "CRDs not served: {}", o.stderr);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn ensure_namespace(name: &str, labels: &[(&str, &str)]) {
+    let mut l = serde_json::Map::new();
+    for (k, v) in labels {
+        l.insert(k.to_string(), json!(v));
+    }
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": l}});
+    kubectl_ok(&["apply", "-f", "-"], Some(&ns.to_string()));
+}
+
+/// A namespace the webhook checks, with a `default` ServiceAccount (no controller-manager
+/// creates one here).
+fn checked_namespace(name: &str) -> String {
+    ensure_namespace(name, &[(ENABLE_LABEL, "true")]);
+    service_account(name, "default", &[]);
+    name.to_string()
+}
+
+fn service_account(ns: &str, name: &str, pull_secrets: &[&str]) {
+    let secrets: Vec<Value> = pull_secrets.iter().map(|s| json!({"name": s})).collect();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": ns}, "imagePullSecrets": secrets});
+    kubectl_ok(&["apply", "-f", "-"], Some(&sa.to_string()));
+}
+
+/// A kubernetes.io/dockerconfigjson Secret for the token registry, as alice.
+fn pull_secret(ns: &str, name: &str) {
+    let host = &fixture().token.host;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", ALICE.0, ALICE.1));
+    let config =
+        json!({"auths": {host.as_str(): {"username": ALICE.0, "password": ALICE.1, "auth": auth}}});
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config.to_string())}});
+    kubectl_ok(&["apply", "-f", "-"], Some(&secret.to_string()));
+}
+
+/// `kubectl create` an object (JSON) in `ns`.
+fn create(ns: &str, obj: &Value) -> Out {
+    kubectl(&["-n", ns, "create", "-f", "-"], Some(&obj.to_string()))
+}
+
+fn created(ns: &str, obj: &Value, env: &Env) -> String {
+    let o = create(ns, obj);
+    assert!(
+        o.ok,
+        "create {} in {ns} was refused: {}\nwebhook log:\n{}",
+        obj["metadata"]["name"],
+        o.stderr,
+        env.log()
+    );
+    o.stderr
+}
+
+/// Assert the apiserver refused `obj` through pullcheck's validating webhook; returns
+/// kubectl's error text.
+fn denied(ns: &str, obj: &Value) -> String {
+    let o = create(ns, obj);
+    assert!(
+        !o.ok,
+        "{} was admitted: {}\nwebhook log:\n{}",
+        obj["metadata"]["name"],
+        o.stdout,
+        env().map(Env::log).unwrap_or_default()
+    );
+    assert!(
+        o.stderr
+            .contains("admission webhook \"validate.pullcheck.io\" denied the request"),
+        "{}",
+        o.stderr
+    );
+    let kind = obj["kind"].as_str().unwrap().to_lowercase();
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    let g = kubectl(&["-n", ns, "get", &kind, name], None);
+    assert!(
+        !g.ok && g.stderr.contains("NotFound"),
+        "{kind}/{name} stored: {}",
+        g.stdout
+    );
+    o.stderr
+}
+
+fn pod_spec(image: &str) -> Value {
+    json!({"restartPolicy": "Never",
+           "containers": [{"name": "main", "image": image, "command": ["true"]}]})
+}
+
+fn job(name: &str, image: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+           "spec": {"backoffLimit": 0, "template": {"spec": pod_spec(image)}}})
+}
+
+fn cronjob(name: &str, image: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+           "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"backoffLimit": 0,
+               "template": {"spec": pod_spec(image)}}}}})
+}
+
+fn pytorchjob(name: &str, image: &str) -> Value {
+    let replica = |n: u32| {
+        json!({"replicas": n, "restartPolicy": "Never",
+        "template": {"spec": {"containers": [{"name": "pytorch", "image": image}]}}})
+    };
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+           "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}}})
+}
+
+fn jobset(name: &str, image: &str) -> Value {
+    let rj = |n: &str| {
+        json!({"name": n, "replicas": 1, "template": {"spec": {"backoffLimit": 0,
+        "template": {"spec": pod_spec(image)}}}})
+    };
+    json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+           "spec": {"replicatedJobs": [rj("leader"), rj("workers")]}})
+}
+
+/// The init containers of a stored object's pod template at `pointer`.
+fn init_names(obj: &Value, pointer: &str) -> Vec<String> {
+    obj.pointer(&format!("{pointer}/spec/initContainers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|c| c["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Assert the stored object's template at `pointer` starts with the injected container.
+fn assert_injected(obj: &Value, pointer: &str, env: &Env, image: &str) {
+    let names = init_names(obj, pointer);
+    assert_eq!(names, vec!["pullcheck"], "{pointer} of {obj}");
+    let init = obj
+        .pointer(&format!("{pointer}/spec/initContainers/0"))
+        .unwrap();
+    assert_eq!(init["image"], env.inject_image.as_str());
+    let args: Vec<&str> = init["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args.first(), Some(&"check"), "{args:?}");
+    assert!(args.contains(&image), "{image} not in {args:?}");
+}
+
+fn present() -> String {
+    fixture().images.oci_manifest.reference(&fixture().token)
+}
+
+fn missing() -> String {
+    format!("{}/oci/app:no-such-tag", fixture().token.host)
+}
+
+// ---- tests -----------------------------------------------------------------------------
+
+#[test]
+fn job_with_a_missing_tag_is_rejected_naming_image_and_verdict() {
+    let Some(_env) = env() else { return };
+    let ns = checked_namespace("e2e-job-missing");
+    let image = missing();
+    let err = denied(&ns, &job("missing", &image));
+    assert!(
+        err.contains(&format!("main: {image}: not_found (manifest unknown")),
+        "{err}"
+    );
+}
+
+#[test]
+fn job_with_present_images_is_admitted_mutated_and_stored() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-job-present");
+    let image = present();
+    created(&ns, &job("present", &image), env);
+    let stored = get_json(&["-n", &ns, "job", "present"]);
+    assert_injected(&stored, "/spec/template", env, &image);
+    // The stored object is what the apiserver validated after mutation; it passes its
+    // validation again as it stands.
+    let mut again = stored.clone();
+    again["metadata"] = json!({"name": "present-again"});
+    again.as_object_mut().unwrap().remove("status");
+    again["spec"].as_object_mut().unwrap().remove("selector");
+    let labels = again["spec"]["template"]["metadata"]["labels"].as_object_mut();
+    if let Some(l) = labels {
+        l.retain(|k, _| {
+            !k.contains("controller-uid") && k != "job-name" && !k.ends_with("/job-name")
+        });
+    }
+    let o = kubectl(
+        &[
+            "-n",
+            &ns,
+            "create",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            "-",
+        ],
+        Some(&again.to_string()),
+    );
+    assert!(o.ok, "{}", o.stderr);
+    // Mutation is idempotent: the re-created object still has one init container.
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_injected(&v, "/spec/template", env, &image);
+}
+
+#[test]
+fn cronjob_is_checked_on_create_and_update() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-cronjob");
+    let image = present();
+    let err = denied(&ns, &cronjob("nightly-missing", &missing()));
+    assert!(err.contains(": not_found ("), "{err}");
+    created(&ns, &cronjob("nightly", &image), env);
+    let stored = get_json(&["-n", &ns, "cronjob", "nightly"]);
+    assert_injected(&stored, "/spec/jobTemplate/spec/template", env, &image);
+    // UPDATE: the template of a CronJob is mutable, so it is checked again.
+    let patch = json!([{"op": "replace",
+        "path": "/spec/jobTemplate/spec/template/spec/containers/0/image", "value": missing()}]);
+    let o = kubectl(
+        &[
+            "-n",
+            &ns,
+            "patch",
+            "cronjob",
+            "nightly",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+    assert!(!o.ok, "update to a missing tag was admitted");
+    assert!(
+        o.stderr.contains("denied the request") && o.stderr.contains(&missing()),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn pytorchjob_is_rejected_or_admitted_and_mutated_in_every_replica() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-pytorchjob");
+    let err = denied(&ns, &pytorchjob("missing", &missing()));
+    assert!(
+        err.contains("pytorch: ") && err.contains(": not_found ("),
+        "{err}"
+    );
+    let image = present();
+    created(&ns, &pytorchjob("train", &image), env);
+    let stored = get_json(&["-n", &ns, "pytorchjob", "train"]);
+    for role in ["Master", "Worker"] {
+        assert_injected(
+            &stored,
+            &format!("/spec/pytorchReplicaSpecs/{role}/template"),
+            env,
+            &image,
+        );
+    }
+}
+
+#[test]
+fn jobset_is_rejected_or_admitted_and_mutated_in_every_replicated_job() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-jobset");
+    let err = denied(&ns, &jobset("missing", &missing()));
+    assert!(err.contains(": not_found ("), "{err}");
+    let image = present();
+    created(&ns, &jobset("set", &image), env);
+    let stored = get_json(&["-n", &ns, "jobset", "set"]);
+    for i in 0..2 {
+        assert_injected(
+            &stored,
+            &format!("/spec/replicatedJobs/{i}/template/spec/template"),
+            env,
+            &image,
+        );
+    }
+}
+
+#[test]
+fn private_images_resolve_with_namespace_and_service_account_pull_secrets_only() {
+    let Some(env) = env() else { return };
+    let image = fixture().images.private.reference(&fixture().token);
+
+    // 1. The template's own imagePullSecrets.
+    let a = checked_namespace("e2e-private-secret");
+    pull_secret(&a, "regcred");
+    let mut j = job("with-secret", &image);
+    j["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    created(&a, &j, env);
+
+    // 2. Right after: a namespace without the secret is refused (no cache leak).
+    let b = checked_namespace("e2e-private-none");
+    let mut j = job("without-secret", &image);
+    j["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    let err = denied(&b, &j);
+    assert!(
+        err.contains(&format!("main: {image}: unauthenticated (")),
+        "{err}"
+    );
+
+    // 3. A ServiceAccount's imagePullSecrets (the template names none of its own).
+    let c = checked_namespace("e2e-private-sa");
+    pull_secret(&c, "sa-regcred");
+    service_account(&c, "builder", &["sa-regcred"]);
+    let mut j = job("via-sa", &image);
+    j["spec"]["template"]["spec"]["serviceAccountName"] = json!("builder");
+    created(&c, &j, env);
+    // ... and the namespace's default ServiceAccount.
+    service_account(&c, "default", &["sa-regcred"]);
+    created(&c, &job("via-default-sa", &image), env);
+    // A template with its own (unusable) list doesn't get the ServiceAccount's.
+    let mut j = job("own-list-wins", &image);
+    j["spec"]["template"]["spec"]["serviceAccountName"] = json!("builder");
+    j["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": "does-not-exist"}]);
+    let err = denied(&c, &j);
+    assert!(err.contains(": unauthenticated ("), "{err}");
+}
+
+#[test]
+fn webhook_down_with_failure_policy_ignore_admits_and_fail_rejects() {
+    let Some(_env) = env() else { return };
+    let dead = format!("https://127.0.0.1:{}", free_port());
+    for (release, policy) in [("pc-down-ignore", "Ignore"), ("pc-down-fail", "Fail")] {
+        let label = format!("pullcheck-e2e/{release}");
+        let rendered = helm_template(
+            release,
+            release,
+            &[
+                "--show-only",
+                "templates/webhooks.yaml",
+                "--set",
+                &format!("webhook.url={dead}"),
+                "--set",
+                &format!("webhook.failurePolicy={policy}"),
+                "--set",
+                "webhook.timeoutSeconds=3",
+                // Replace the default opt-in label (null deletes a key) with this test's.
+                "--set",
+                "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
+                "--set-json",
+                &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
+            ],
+        );
+        kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+        let ns = format!("e2e-{release}");
+        ensure_namespace(&ns, &[(label.as_str(), "true")]);
+        let o = create(&ns, &job("while-down", &missing()));
+        if policy == "Ignore" {
+            assert!(o.ok, "failurePolicy Ignore refused: {}", o.stderr);
+        } else {
+            assert!(!o.ok, "failurePolicy Fail admitted");
+            assert!(o.stderr.contains("failed calling webhook"), "{}", o.stderr);
+        }
+    }
+}
+
+#[test]
+fn pods_controller_owned_and_opted_out_objects_are_never_rejected() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-never-rejected");
+    let bad = missing();
+
+    // The chart's rules don't send Pods at all.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"},
+                     "spec": pod_spec(&bad)});
+    created(&ns, &pod, env);
+
+    // Even a configuration that does send Pods to pullcheck gets them admitted.
+    let label = "pullcheck-e2e/pods";
+    let ca = std::fs::read(env.dir.path().join("tls/ca.crt")).unwrap();
+    let vwc = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "pullcheck-e2e-pods"},
+        "webhooks": [{"name": "pods.pullcheck.io", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+            "clientConfig": {"url": format!("{}/validate", env.webhook),
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)},
+            "namespaceSelector": {"matchLabels": {label: "true"}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                       "operations": ["CREATE"]}]}]});
+    kubectl_ok(&["apply", "-f", "-"], Some(&vwc.to_string()));
+    let pods_ns = "e2e-pods-sent";
+    ensure_namespace(pods_ns, &[(label, "true"), (ENABLE_LABEL, "true")]);
+    service_account(pods_ns, "default", &[]);
+    let before = env.log().matches("kind=Pod").count();
+    created(pods_ns, &pod, env);
+    // It did reach pullcheck (and was skipped there).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.log().matches("kind=Pod").count() == before {
+        assert!(
+            Instant::now() < deadline,
+            "the Pod review never reached pullcheck"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A Job owned by a controller (as a CronJob's are): skipped by matchConditions.
+    let mut owned = job("owned", &bad);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "CronJob",
+        "name": "nightly", "uid": "6f1f2a4e-0000-4000-8000-000000000001", "controller": true}]);
+    created(&ns, &owned, env);
+    let stored = get_json(&["-n", &ns, "job", "owned"]);
+    assert!(
+        init_names(&stored, "/spec/template").is_empty(),
+        "owned Job was mutated"
+    );
+
+    // The opt-out annotation.
+    let mut skipped = job("skipped", &bad);
+    skipped["metadata"]["annotations"] = json!({"pullcheck.io/skip": "true"});
+    created(&ns, &skipped, env);
+    let stored = get_json(&["-n", &ns, "job", "skipped"]);
+    assert!(
+        init_names(&stored, "/spec/template").is_empty(),
+        "opted-out Job was mutated"
+    );
+}
+
+#[test]
+fn an_image_on_a_metadata_address_is_refused_without_contacting_it() {
+    let Some(env) = env() else { return };
+    let ns = checked_namespace("e2e-ssrf");
+    let image = "169.254.169.254/latest/meta-data:v1";
+    let denied_lookups = || {
+        let text = support::http::request(
+            &env.webhook,
+            Some(&env.dir.path().join("tls/ca.crt")),
+            "GET",
+            "/metrics",
+            &[],
+            b"",
+        )
+        .unwrap()
+        .text();
+        text.lines()
+            .find(|l| l.starts_with("pullcheck_registry_lookups_total{outcome=\"denied\"}"))
+            .map(str::to_string)
+    };
+    let before = denied_lookups();
+    let err = denied(&ns, &job("metadata", image));
+    assert!(
+        err.contains(&format!(
+            "main: {image}: denied (blocked by pullcheck's address guard"
+        )),
+        "{err}"
+    );
+    // Refused before any lookup: no registry lookup ended in "denied" meanwhile (no other
+    // test here produces one), and nothing in the log mentions connecting to it.
+    assert_eq!(denied_lookups(), before);
+    let log = env.log();
+    assert!(!log.lines().any(|l| l.contains("169.254.169.254")), "{log}");
+}
+
+#[test]
+fn every_example_passes_server_side_dry_run() {
+    let Some(_env) = env() else { return };
+    let dir = format!("{}/examples", repo());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    // Examples name their namespaces; these are not labeled, so the webhook stays out.
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            if let Some(ns) = line.trim().strip_prefix("namespace: ") {
+                ensure_namespace(ns.trim(), &[]);
+            }
+        }
+    }
+    let mut failed = Vec::new();
+    for f in &files {
+        let o = kubectl(
+            &["apply", "--dry-run=server", "-f", f.to_str().unwrap()],
+            None,
+        );
+        if !o.ok {
+            failed.push(format!("{}: {}", f.display(), o.stderr));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    eprintln!("{} examples passed server-side dry-run", files.len());
+}
+
+#[test]
+fn warn_mode_admits_with_warnings_through_external_tls() {
+    let Some(env) = env() else { return };
+    // A second webhook in warn mode, with the same certificate; its configurations come
+    // from the chart in tls.mode=external with that CA as tls.caBundle.
+    let port = free_port();
+    let args: Vec<String> = env
+        .args
+        .iter()
+        .map(|a| {
+            if a.starts_with("--listen=") {
+                format!("--listen=127.0.0.1:{port}")
+            } else if a.starts_with("--mode=") {
+                "--mode=warn".to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let warn = Running::start(&args, &env.rust_log);
+    let label = "pullcheck-e2e/warn";
+    let ca = env.dir.path().join("tls/ca.crt");
+    let rendered = helm_template(
+        "pc-warn",
+        "pc-warn",
+        &[
+            "--show-only",
+            "templates/webhooks.yaml",
+            "--set",
+            &format!("webhook.url={}", warn.url),
+            "--set",
+            "tls.mode=external",
+            "--set-file",
+            &format!("tls.caBundle={}", ca.display()),
+            "--set",
+            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
+            "--set-json",
+            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
+        ],
+    );
+    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+    let ns = "e2e-warn";
+    ensure_namespace(ns, &[(label, "true")]);
+    let image = missing();
+    let o = create(ns, &job("warned", &image));
+    assert!(
+        o.ok,
+        "warn mode refused: {}\nlog:\n{}",
+        o.stderr,
+        warn.log()
+    );
+    assert!(
+        o.stderr
+            .contains(&format!("Warning: main: {image}: not_found (")),
+        "{}",
+        o.stderr
+    );
+    let stored = get_json(&["-n", ns, "job", "warned"]);
+    assert_eq!(init_names(&stored, "/spec/template"), vec!["pullcheck"]);
+}
+
+#[test]
+fn chart_pods_pass_pod_security_restricted() {
+    let Some(_env) = env() else { return };
+    let ns = "e2e-restricted";
+    ensure_namespace(
+        ns,
+        &[
+            ("pod-security.kubernetes.io/enforce", "restricted"),
+            ("pod-security.kubernetes.io/enforce-version", "latest"),
+        ],
+    );
+    service_account(ns, "default", &[]);
+    let rendered = helm_template("pc-psa", ns, &["--set", "prePull.enabled=true"]);
+    let list: Value = serde_json::from_str(&kubectl_ok(
+        &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+        Some(&rendered),
+    ))
+    .unwrap();
+    let mut checked = 0;
+    for item in list["items"].as_array().unwrap() {
+        let kind = item["kind"].as_str().unwrap();
+        if kind != "Deployment" && kind != "DaemonSet" {
+            continue;
+        }
+        let mut spec = item["spec"]["template"]["spec"].clone();
+        // The ServiceAccount exists only in the dry run.
+        spec["serviceAccountName"] = json!("default");
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{}-pod", kind.to_lowercase())}, "spec": spec});
+        let o = kubectl(
+            &["-n", ns, "create", "--dry-run=server", "-f", "-"],
+            Some(&pod.to_string()),
+        );
+        assert!(
+            o.ok,
+            "{kind} pod refused by Pod Security restricted: {}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("Warning"), "{}", o.stderr);
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+}
