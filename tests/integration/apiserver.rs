@@ -4,8 +4,8 @@
 //! `scripts/apiserver-e2e.sh` starts the control plane (`scripts/control-plane.sh`), puts
 //! `kubectl` and `helm` on PATH, exports `KUBECONFIG` and `PULLCHECK_CP_*`, sets
 //! `PULLCHECK_APISERVER_E2E=1` and runs `cargo test --test integration apiserver::`.
-//! Without that variable every test here returns at once (a plain `cargo test` has no
-//! control plane); with it, a missing piece is a failure.
+//! Every test here is `#[ignore]`d for a plain `cargo test` (which has no control plane);
+//! the script runs them with `--ignored`, and without the variable they fail loudly.
 //!
 //! Setup, once per test process:
 //! 1. `helm template` the chart with `webhook.url=https://127.0.0.1:PORT` (no Service
@@ -74,12 +74,12 @@ fn required() -> bool {
     std::env::var_os("PULLCHECK_APISERVER_E2E").is_some_and(|v| v == "1")
 }
 
-/// The shared setup, or `None` (test skipped) outside scripts/apiserver-e2e.sh.
+/// The shared setup; panics outside scripts/apiserver-e2e.sh.
 fn env() -> Option<&'static Env> {
-    if !required() {
-        eprintln!("skipped: needs a control plane (run scripts/apiserver-e2e.sh)");
-        return None;
-    }
+    assert!(
+        required(),
+        "needs a control plane: run scripts/apiserver-e2e.sh"
+    );
     match ENV.get_or_init(|| {
         std::panic::catch_unwind(setup).map_err(|e| {
             e.downcast_ref::<String>()
@@ -522,8 +522,9 @@ fn missing() -> String {
 // ---- tests -----------------------------------------------------------------------------
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn job_with_a_missing_tag_is_rejected_naming_image_and_verdict() {
-    let Some(_env) = env() else { return };
+    let _env = env().expect("setup");
     let ns = checked_namespace("e2e-job-missing");
     let image = missing();
     let err = denied(&ns, &job("missing", &image));
@@ -534,8 +535,9 @@ fn job_with_a_missing_tag_is_rejected_naming_image_and_verdict() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn job_with_present_images_is_admitted_mutated_and_stored() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-job-present");
     let image = present();
     created(&ns, &job("present", &image), env);
@@ -573,8 +575,9 @@ fn job_with_present_images_is_admitted_mutated_and_stored() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn cronjob_is_checked_on_create_and_update() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-cronjob");
     let image = present();
     let err = denied(&ns, &cronjob("nightly-missing", &missing()));
@@ -607,8 +610,9 @@ fn cronjob_is_checked_on_create_and_update() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn pytorchjob_is_rejected_or_admitted_and_mutated_in_every_replica() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-pytorchjob");
     let err = denied(&ns, &pytorchjob("missing", &missing()));
     assert!(
@@ -629,8 +633,9 @@ fn pytorchjob_is_rejected_or_admitted_and_mutated_in_every_replica() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn jobset_is_rejected_or_admitted_and_mutated_in_every_replicated_job() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-jobset");
     let err = denied(&ns, &jobset("missing", &missing()));
     assert!(err.contains(": not_found ("), "{err}");
@@ -648,8 +653,9 @@ fn jobset_is_rejected_or_admitted_and_mutated_in_every_replicated_job() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn private_images_resolve_with_namespace_and_service_account_pull_secrets_only() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let image = fixture().images.private.reference(&fixture().token);
 
     // 1. The template's own imagePullSecrets.
@@ -688,8 +694,9 @@ fn private_images_resolve_with_namespace_and_service_account_pull_secrets_only()
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn webhook_down_with_failure_policy_ignore_admits_and_fail_rejects() {
-    let Some(_env) = env() else { return };
+    let _env = env().expect("setup");
     let dead = format!("https://127.0.0.1:{}", free_port());
     for (release, policy) in [("pc-down-ignore", "Ignore"), ("pc-down-fail", "Fail")] {
         let label = format!("pullcheck-e2e/{release}");
@@ -726,8 +733,9 @@ fn webhook_down_with_failure_policy_ignore_admits_and_fail_rejects() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn pods_controller_owned_and_opted_out_objects_are_never_rejected() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-never-rejected");
     let bad = missing();
 
@@ -787,8 +795,9 @@ fn pods_controller_owned_and_opted_out_objects_are_never_rejected() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn an_image_on_a_metadata_address_is_refused_without_contacting_it() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     let ns = checked_namespace("e2e-ssrf");
     let image = "169.254.169.254/latest/meta-data:v1";
     let denied_lookups = || {
@@ -822,8 +831,9 @@ fn an_image_on_a_metadata_address_is_refused_without_contacting_it() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn every_example_passes_server_side_dry_run() {
-    let Some(_env) = env() else { return };
+    let _env = env().expect("setup");
     let dir = format!("{}/examples", repo());
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -856,8 +866,9 @@ fn every_example_passes_server_side_dry_run() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn warn_mode_admits_with_warnings_through_external_tls() {
-    let Some(env) = env() else { return };
+    let env = env().expect("setup");
     // A second webhook in warn mode, with the same certificate; its configurations come
     // from the chart in tls.mode=external with that CA as tls.caBundle.
     let port = free_port();
@@ -917,8 +928,9 @@ fn warn_mode_admits_with_warnings_through_external_tls() {
 }
 
 #[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn chart_pods_pass_pod_security_restricted() {
-    let Some(_env) = env() else { return };
+    let _env = env().expect("setup");
     let ns = "e2e-restricted";
     ensure_namespace(
         ns,
