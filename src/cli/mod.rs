@@ -39,9 +39,9 @@ pub fn run() -> ExitCode {
             );
             Ok(code::OK)
         }
-        args::Command::Check(a) => runtime().and_then(|rt| rt.block_on(check::run(a))),
-        args::Command::Explain(a) => runtime().and_then(|rt| rt.block_on(explain::run(a))),
-        args::Command::Scan(a) => runtime().and_then(|rt| rt.block_on(scan::run(a))),
+        args::Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
+        args::Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
+        args::Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
         args::Command::Inject(a) => inject::run(a),
         args::Command::Lint(a) => lint::run(a),
         args::Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
@@ -55,9 +55,20 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// The server's runtime: one worker per core it is given (the webhook serves many clients).
 fn runtime() -> Result<tokio::runtime::Runtime, UsageError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+}
+
+/// The one-shot commands' runtime: a single thread. All checks of one run are futures
+/// polled by one task and the work is I/O-bound (docs/benchmarks.md), so worker threads
+/// only add start-up cost (thread creation, cross-thread wake-ups) to every pod start.
+fn cli_runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
@@ -74,6 +85,10 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .with_target(false)
         .try_init();
 }
