@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use http::Method;
 
-use crate::credentials::Credential;
+use crate::credentials::{Credential, Keychain};
 use crate::manifest;
 use crate::platform::{self, Platform, Selection};
 use crate::reference::{Digest, Reference};
@@ -77,14 +77,32 @@ impl Engine {
             .collect()
     }
 
-    /// Check one image with an absolute deadline.
+    /// Check one image with an absolute deadline, with the plan's credentials and platform.
     pub async fn check_one(&self, image: &str, deadline: Instant) -> Outcome {
+        self.check_one_with(image, deadline, &self.plan.keychain, &self.plan.platform)
+            .await
+    }
+
+    /// Check one image with this call's credentials and platform policy (the webhook's
+    /// vary per namespace and pod template); everything else, the transport with its
+    /// connections and credential-keyed token cache included, is shared.
+    pub async fn check_one_with(
+        &self,
+        image: &str,
+        deadline: Instant,
+        keychain: &Keychain,
+        platform: &PlatformPolicy,
+    ) -> Outcome {
         let started = Instant::now();
         // The inner deadline leaves room to report; the outer timeout is the backstop that
         // guarantees an answer even if something below ignores its deadline.
         let backstop =
             deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
-        let mut out = match tokio::time::timeout(backstop, self.check_inner(image, deadline)).await
+        let mut out = match tokio::time::timeout(
+            backstop,
+            self.check_inner(image, deadline, keychain, platform),
+        )
+        .await
         {
             Ok(o) => o,
             Err(_) => Outcome::new(
@@ -97,7 +115,13 @@ impl Engine {
         out
     }
 
-    async fn check_inner(&self, image: &str, deadline: Instant) -> Outcome {
+    async fn check_inner(
+        &self,
+        image: &str,
+        deadline: Instant,
+        keychain: &Keychain,
+        platform: &PlatformPolicy,
+    ) -> Outcome {
         let reference = match Reference::parse(image) {
             Ok(r) => r,
             Err(e) => return Outcome::new(image, Verdict::InvalidReference, e.to_string()),
@@ -112,11 +136,8 @@ impl Engine {
                 return out;
             }
         };
-        let credentials = self
-            .plan
-            .keychain
-            .lookup(&reference.name(), reference.domain())
-            .await;
+        let credentials = keychain.lookup(&reference.name(), reference.domain()).await;
+        let platforms = self.platform_targets(&reference, platform);
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
             vec![None]
         } else {
@@ -125,8 +146,15 @@ impl Engine {
         let mut best: Option<Outcome> = None;
         for credential in attempts {
             let mut attempt = out.clone();
-            self.try_endpoints(&reference, &endpoints, credential, deadline, &mut attempt)
-                .await;
+            self.try_endpoints(
+                &reference,
+                &endpoints,
+                credential,
+                &platforms,
+                deadline,
+                &mut attempt,
+            )
+            .await;
             attempt.credential = credential.map(|c| c.source.to_string());
             if attempt.verdict == Verdict::Pullable {
                 return attempt;
@@ -192,8 +220,12 @@ impl Engine {
     }
 
     /// Whether to check the platform, or why not.
-    fn platform_targets(&self, reference: &Reference) -> Result<Vec<Platform>, String> {
-        match &self.plan.platform {
+    fn platform_targets(
+        &self,
+        reference: &Reference,
+        policy: &PlatformPolicy,
+    ) -> Result<Vec<Platform>, String> {
+        match policy {
             PlatformPolicy::Any => Err("--platform any".into()),
             PlatformPolicy::AnyOf(targets) => {
                 let metered = self
@@ -220,6 +252,7 @@ impl Engine {
         reference: &Reference,
         endpoints: &[Endpoint],
         credential: Option<&Credential>,
+        platforms: &Result<Vec<Platform>, String>,
         deadline: Instant,
         out: &mut Outcome,
     ) {
@@ -231,7 +264,7 @@ impl Engine {
             // another host (deliberately stricter than containerd, which sends them to
             // every host it tries).
             let cred = if ep.is_mirror { None } else { credential };
-            self.resolve_on(reference, ep, cred, deadline, &mut attempt)
+            self.resolve_on(reference, ep, cred, platforms, deadline, &mut attempt)
                 .await;
             if attempt.verdict == Verdict::Pullable {
                 *out = attempt;
@@ -282,11 +315,11 @@ impl Engine {
         reference: &Reference,
         ep: &Endpoint,
         credential: Option<&Credential>,
+        platforms: &Result<Vec<Platform>, String>,
         deadline: Instant,
         out: &mut Outcome,
     ) {
         let target = reference.manifest_reference();
-        let platforms = self.platform_targets(reference);
         let first = if platforms.is_ok() {
             Method::GET
         } else {
@@ -359,7 +392,7 @@ impl Engine {
             credential,
             deadline,
             &resp,
-            &targets,
+            targets,
             target_text,
             out,
         )

@@ -20,7 +20,6 @@ use crate::verdict::code;
 use crate::webhook::cache::VerdictCache;
 use crate::webhook::cluster::{Cluster, in_cluster};
 use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
-use crate::webhook::engines::EnginePool;
 use crate::webhook::handler::WebhookState;
 use crate::webhook::metrics::Metrics;
 
@@ -508,7 +507,7 @@ pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
     let config = Arc::new(a.config()?);
     let metrics = Arc::new(Metrics::new());
     let guard = Guard::new(a.guard_policy());
-    let engines = EnginePool::new(config.clone(), guard, metrics.clone()).map_err(UsageError)?;
+    let engine = crate::webhook::engines::build(&config, guard).map_err(UsageError)?;
     let cluster = match &config.apiserver {
         Some(api) => {
             Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone()).map_err(UsageError)?)
@@ -523,7 +522,7 @@ pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
     let state = Arc::new(WebhookState {
         verdicts: VerdictCache::new(&config.cache),
         config: config.clone(),
-        engines,
+        engine,
         cluster,
         metrics,
         ready: AtomicBool::new(false),

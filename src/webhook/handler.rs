@@ -20,10 +20,11 @@ use serde_json::Value;
 use super::cache::{VerdictCache, VerdictKey};
 use super::cluster::{Cluster, TemplateCredentials};
 use super::config::Config;
-use super::engines::{EnginePool, platforms_key};
+use super::engines::platforms_key;
 use super::metrics::Metrics;
 use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
-use crate::engine::Outcome;
+use crate::credentials::Keychain;
+use crate::engine::{Engine, Outcome, PlatformPolicy};
 use crate::k8s::lint::lint_object;
 use crate::k8s::templates::{Slot, pod_templates, template_images};
 use crate::platform::Platform;
@@ -36,7 +37,7 @@ pub struct WebhookState {
     /// Settings.
     pub config: Arc<Config>,
     /// Engines per credential and platform set.
-    pub engines: EnginePool,
+    pub engine: Engine,
     /// Verdict cache.
     pub verdicts: VerdictCache,
     /// Kubernetes API access for pull secrets (`None`: anonymous only).
@@ -428,7 +429,8 @@ fn special_literal(reference: &Reference) -> Option<String> {
     ))
 }
 
-/// Resolve one image: through the verdict cache, else the engine for these credentials.
+/// Resolve one image: through the verdict cache, else the shared engine with these
+/// credentials and platforms.
 async fn check_image(
     state: &WebhookState,
     image: &str,
@@ -436,27 +438,26 @@ async fn check_image(
     platforms: &[Platform],
     deadline: Instant,
 ) -> Checked {
-    let engine = match state
-        .engines
-        .engine(&creds.identity, &creds.keyring, platforms)
-        .await
-    {
-        Ok(e) => e,
-        Err(e) => return Checked::NotVerified(format!("cannot set up the registry client: {e}")),
-    };
+    let engine = &state.engine;
+    let keychain = Keychain::new(creds.keyring.clone(), None);
+    let policy = PlatformPolicy::AnyOf(platforms.to_vec());
     let reference = match Reference::parse(image) {
         Ok(r) => r,
         // No request is made for an invalid reference: no need to cache it.
-        Err(_) => return Checked::Done(Box::new(engine.check_one(image, deadline).await)),
+        Err(_) => {
+            return Checked::Done(Box::new(
+                engine
+                    .check_one_with(image, deadline, &keychain, &policy)
+                    .await,
+            ));
+        }
     };
     if state.refuse_special_literals
         && let Some(detail) = special_literal(&reference)
     {
         return Checked::Done(Box::new(outcome(image, Verdict::Denied, detail)));
     }
-    let credentials = engine
-        .plan()
-        .keychain
+    let credentials = keychain
         .lookup(&reference.name(), reference.domain())
         .await
         .iter()
@@ -472,7 +473,9 @@ async fn check_image(
         .verdicts
         .get_or_check(key, async {
             let t = Instant::now();
-            let o = engine.check_one(image, deadline).await;
+            let o = engine
+                .check_one_with(image, deadline, &keychain, &policy)
+                .await;
             metrics.lookup(o.verdict.as_str(), t.elapsed().as_secs_f64());
             o
         })

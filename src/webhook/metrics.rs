@@ -2,7 +2,6 @@
 //! registry lookups by outcome, latencies, cache hits and misses.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -62,8 +61,6 @@ pub struct Metrics {
     /// HTTP requests sent to registries (updated when scraped).
     pub registry_http_requests: Counter,
     http_seen: Mutex<u64>,
-    /// Requests sent by engines that were dropped from the pool.
-    pub retired_http_requests: AtomicU64,
     /// Cache hits.
     pub cache_hits: Family<CacheLabels, Counter>,
     /// Cache misses.
@@ -135,7 +132,6 @@ impl Metrics {
             registry_lookup_seconds,
             registry_http_requests,
             http_seen: Mutex::new(0),
-            retired_http_requests: AtomicU64::new(0),
             cache_hits,
             cache_misses,
             budget_exhausted,
@@ -180,10 +176,9 @@ impl Metrics {
         self.registry_lookup_seconds.observe(seconds);
     }
 
-    /// The OpenMetrics text. `live_http_requests` is the request count of the engines in
-    /// the pool right now.
-    pub fn render(&self, live_http_requests: u64) -> String {
-        let total = live_http_requests + self.retired_http_requests.load(Ordering::Relaxed);
+    /// The OpenMetrics text. `http_requests_sent` is the engine's registry request count.
+    pub fn render(&self, http_requests_sent: u64) -> String {
+        let total = http_requests_sent;
         {
             let mut seen = self.http_seen.lock().expect("metrics lock");
             if total > *seen {

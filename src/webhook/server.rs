@@ -95,7 +95,7 @@ async fn readyz(State(s): State<Shared>) -> Response {
 }
 
 async fn metrics(State(s): State<Shared>) -> Response {
-    let text = s.metrics.render(s.engines.live_requests());
+    let text = s.metrics.render(s.engine.registry().requests_sent());
     (
         StatusCode::OK,
         [(
