@@ -305,9 +305,18 @@ EOF
 
   log "control plane (scripts/control-plane.sh, state $STATE/cp)"
   # kubectl logs: reach the kubelet by its InternalIP, not the node name (no DNS)
-  PULLCHECK_CP_DIR=$STATE/cp PULLCHECK_CP_BIN=$bin \
-    PULLCHECK_CP_APISERVER_ARGS="--kubelet-preferred-address-types=InternalIP ${PULLCHECK_CP_APISERVER_ARGS:-}" \
-    "$ROOT/scripts/control-plane.sh" start >"$STATE/cp.env"
+  # (control-plane.sh can mistake a slow fork for an etcd exit on a loaded machine: retry)
+  local try
+  for try in 1 2 3; do
+    if PULLCHECK_CP_DIR=$STATE/cp PULLCHECK_CP_BIN=$bin \
+      PULLCHECK_CP_APISERVER_ARGS="--kubelet-preferred-address-types=InternalIP ${PULLCHECK_CP_APISERVER_ARGS:-}" \
+      "$ROOT/scripts/control-plane.sh" start >"$STATE/cp.env"; then
+      break
+    fi
+    [ "$try" -lt 3 ] || die "control plane did not start (logs $STATE/cp/logs)"
+    log "control plane start failed (attempt $try); retrying"
+    PULLCHECK_CP_DIR=$STATE/cp "$ROOT/scripts/control-plane.sh" stop || true
+  done
   local kc=$STATE/cp/kubeconfig
   local kubectl=("$bin/kubectl" --kubeconfig "$kc")
 

@@ -17,6 +17,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Same Kubernetes pin as go-tools.sh (read from it, so the two never drift apart).
 KUBERNETES_VERSION=$(sed -n 's/^KUBERNETES_VERSION=\(v[0-9.]*\).*/\1/p' "$HERE/../go-tools.sh")
 CONTAINERD_VERSION=v2.2.9    # github.com/containerd/containerd/v2 (CRI v1, cgroup v1 still supported)
+TRAINING_OPERATOR_VERSION=v1.9.3  # github.com/kubeflow/training-operator (scenario 8; built only on request)
 RECIPE=1
 ALL_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2)
 
@@ -34,6 +35,7 @@ version_of() {
   case $1 in
     kubelet|kube-controller-manager|kube-scheduler) echo "$KUBERNETES_VERSION" ;;
     containerd|containerd-shim-runc-v2) echo "$CONTAINERD_VERSION" ;;
+    training-operator) echo "$TRAINING_OPERATOR_VERSION" ;;
     *) return 1 ;;
   esac
 }
@@ -141,11 +143,27 @@ build_containerd() {
   rm -rf "$out"
 }
 
+# Kubeflow training-operator v1 (PyTorchJob & co.): a plain module, `go install`able.
+build_training_operator() {
+  local v=$TRAINING_OPERATOR_VERSION out start
+  out=$(mktemp -d "$TOOLS_DIR/.node-build.XXXXXX")
+  start=$SECONDS
+  log "training-operator $v: go install (cold: long on 2 cores)"
+  GOBIN=$out "${NICE[@]}" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "github.com/kubeflow/training-operator/cmd/training-operator.v1@$v"
+  install_bin training-operator "$out/training-operator.v1" $((SECONDS - start))
+  rm -rf "$out"
+}
+
 trap 'rm -rf "$TOOLS_DIR"/.node-build.* 2>/dev/null || true' EXIT
 k8s=() ctd=()
 for t in "${want[@]}"; do
   is_fresh "$t" && { log "$t cached"; continue; }
-  case $t in containerd*) ctd+=("$t") ;; *) k8s+=("$t") ;; esac
+  case $t in
+    containerd*) ctd+=("$t") ;;
+    training-operator) build_training_operator ;;
+    *) k8s+=("$t") ;;
+  esac
 done
 [ ${#ctd[@]} -eq 0 ] || build_containerd "${ctd[@]}"
 [ ${#k8s[@]} -eq 0 ] || build_kubernetes "${k8s[@]}"
