@@ -168,6 +168,8 @@ CERT_DIR=$dir/certs.d
 PLAIN_LOG=$dir/plain/access.log
 TOKEN_LOG=$dir/token/access.log
 TOKEN_SRV_LOG=$dir/token-server.log
+TOKEN_REALM=https://localhost:$tport/token
+TOKEN_SERVICE=pullcheck-bench-registry
 APP_DIGEST=$(cat "$dir/seed/app.digest")
 MULTI_DIGEST=$(cat "$dir/seed/multi.digest")
 EOF

@@ -174,7 +174,7 @@ for mode in token plain; do
     case $case in present) img=$app ;; missing) img=$missing ;; platform) img=$multi ;; esac
     args=()
     for t in "${TOOLS[@]}"; do args+=("$t" "$(cmd_for $t $case "$img")"); done
-    [ $case = present ] && args+=(pullcheck-static "$(cmd_for pullcheck-static $case "$img")")
+    args+=(pullcheck-static "$(cmd_for pullcheck-static $case "$img")")
     for ((i = 0; i < ${#args[@]}; i += 2)); do
       printf '%s\t%s\t%s\t%s\n' "$mode" "$case" "${args[i]}" "${args[i+1]}" >>"$work/results/commands.tsv"
     done
@@ -186,15 +186,34 @@ for mode in token plain; do
   # per invocation, so they run as the idiomatic xargs loop, sequential and 8-way.
   refs=$work/refs-$mode.txt drefs=$work/refs-$mode-docker.txt
   one_pc="$PC check $PCF $(tr '\n' ' ' <"$refs")"
-  args=(pullcheck "$one_pc")
+  one_pcs="$PCS check $PCF $(tr '\n' ' ' <"$refs")"
+  args=(pullcheck "$one_pc" pullcheck-static "$one_pcs")
   for t in crane regctl skopeo pullcheck; do
     base=$(cmd_for $t refs X); base=${base% X}; base=${base% docker://X}
     f=$refs; [ $t = skopeo ] && f=$drefs
     args+=("$t xargs -P8" "xargs -P8 -n1 $base <$f")
     [ $t != pullcheck ] && args+=("$t xargs (sequential)" "xargs -n1 $base <$f")
   done
+  # Calibration: the registry's own floor for these 100 manifest GETs — curl on one
+  # connection, sequential, with a token (covering all 50 repositories) fetched beforehand.
+  floor=$work/floor-$mode.curl
+  : >"$floor"
+  if [ $mode = token ]; then
+    scopes=$(for i in $(seq -w 0 49); do printf '&scope=repository:bench/r%s:pull' "$i"; done)
+    tok=$(curl -fsS --cacert "$CA" "$TOKEN_REALM?service=$TOKEN_SERVICE$scopes" | jq -r .token)
+    echo "header = \"Authorization: Bearer $tok\"" >>"$floor"
+  fi
+  scheme=http; [ $mode = token ] && scheme=https
+  echo 'header = "Accept: application/vnd.oci.image.manifest.v1+json"' >>"$floor"
+  while read -r ref; do
+    r=${ref#*/}; repo=${r%:*}; tag=${r##*:}
+    printf 'url = "%s://%s/v2/%s/manifests/%s"\noutput = "/dev/null"\n' "$scheme" "$REG" "$repo" "$tag" >>"$floor"
+  done <"$refs"
+  args+=("curl, 100 GETs on one connection (registry floor)" "curl -s --cacert $CA -K $floor")
   for ((i = 0; i < ${#args[@]}; i += 2)); do
-    c=${args[i+1]}; [ "${args[i]}" = pullcheck ] && c="$PC check $PCF \$(cat refs.txt)  # 100 images, one process"
+    c=${args[i+1]}
+    [ "${args[i]}" = pullcheck ] && c="$PC check $PCF \$(cat $refs)  # 100 images, one process"
+    [ "${args[i]}" = pullcheck-static ] && c="$PCS check $PCF \$(cat $refs)  # 100 images, one process"
     printf '%s\t%s\t%s\t%s\n' "$mode" "refs" "${args[i]}" "$c" >>"$work/results/commands.tsv"
   done
   hf "$mode-refs" "$R_REFS" "$W_REFS" 1 -- "${args[@]}"
