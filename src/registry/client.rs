@@ -128,6 +128,8 @@ impl Registry {
                     authorization: None,
                     tls: Self::tls(ep),
                     body_limit: limits::MAX_ERROR_BODY_BYTES,
+                    // Only the status and the challenge matter (containerd never pings).
+                    truncate_body: true,
                 };
                 let resp = with_retries(deadline, || async {
                     let r = self.http.send(&req, deadline).await?;
@@ -240,6 +242,7 @@ impl Registry {
             authorization,
             tls: Self::tls(ep),
             body_limit: limits::MAX_MANIFEST_BYTES,
+            truncate_body: false,
         };
         let sent_cred = |req: &Request| {
             req.authorization.is_some() && credential.is_some_and(|c| !c.is_anonymous())

@@ -4,7 +4,9 @@
 //! - a token realm must be `https` (plain `http` only when its registry endpoint is itself
 //!   plain HTTP, i.e. configured insecure), carry no userinfo, and may point at a loopback,
 //!   link-local or cloud-metadata address only when the registry itself is on such an
-//!   address;
+//!   address; a cloud-metadata address only ever as a registry endpoint itself, never as
+//!   a realm or redirect target of another host (a loopback registry may use a loopback
+//!   realm, but must not send us, or credentials, to 169.254.169.254);
 //! - redirects follow the same rules and never downgrade https to http;
 //! - names are checked on the addresses they actually resolve to, in the resolver that the
 //!   HTTP client connects with, so a DNS answer that changes between the check and the
@@ -111,6 +113,9 @@ struct Inner {
     special_ok: RwLock<HashSet<String>>,
     /// Hosts whose resolution produced a special address.
     resolved_special: RwLock<HashSet<String>>,
+    /// Hosts (no port) admitted as registry endpoints: the only hosts that may be on a
+    /// cloud-metadata address.
+    registries: RwLock<HashSet<String>>,
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
@@ -137,6 +142,7 @@ impl Guard {
                 policy,
                 special_ok: RwLock::new(HashSet::new()),
                 resolved_special: RwLock::new(HashSet::new()),
+                registries: RwLock::new(HashSet::new()),
             }),
         }
     }
@@ -164,6 +170,11 @@ impl Guard {
                 "registry host {host} is not on the allow list"
             )));
         }
+        self.inner
+            .registries
+            .write()
+            .expect("guard lock")
+            .insert(host.clone());
         if let Ok(ip) = host.parse::<IpAddr>() {
             self.check_ip(&host, ip, !p.deny_special_registries)?;
         }
@@ -184,7 +195,21 @@ impl Guard {
             )));
         }
         let class = classify(ip);
-        if class != AddrClass::Ordinary && !special_allowed {
+        let allowed = match class {
+            AddrClass::Ordinary => true,
+            // Metadata services only when the user named one as the registry.
+            AddrClass::Metadata => {
+                special_allowed
+                    && self
+                        .inner
+                        .registries
+                        .read()
+                        .expect("guard lock")
+                        .contains(host)
+            }
+            _ => special_allowed,
+        };
+        if !allowed {
             return Err(GuardError(format!(
                 "{host} is {ip}, a {} address",
                 match class {
@@ -448,6 +473,45 @@ mod tests {
         assert!(
             g.admit_realm(&url("http://127.0.0.1:5001/t"), "127.0.0.1:5000", "http")
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn metadata_address_only_as_the_registry_itself() {
+        let g = Guard::new(GuardPolicy::default());
+        g.admit_registry("127.0.0.1:5000").unwrap();
+        // A loopback registry is special, but that does not open the metadata service.
+        assert!(
+            g.admit_realm(
+                &url("https://169.254.169.254/token"),
+                "127.0.0.1:5000",
+                "https"
+            )
+            .is_err()
+        );
+        assert!(
+            g.admit_realm(&url("https://[fd00:ec2::254]/t"), "127.0.0.1:5000", "https")
+                .is_err()
+        );
+        // Nor does a realm name that resolves there (rebinding).
+        g.admit_realm(&url("https://auth.example/t"), "127.0.0.1:5000", "https")
+            .unwrap();
+        let meta = vec!["169.254.169.254:443".parse().unwrap()];
+        assert!(g.filter("auth.example", meta).is_err());
+        // Other link-local addresses follow the special-registry rule as before.
+        assert!(
+            g.admit_realm(&url("https://169.254.1.1/t"), "127.0.0.1:5000", "https")
+                .is_ok()
+        );
+        // Someone who names the metadata address as the registry gets what they asked for.
+        g.admit_registry("169.254.169.254").unwrap();
+        assert!(
+            g.admit_realm(
+                &url("https://169.254.169.254/token"),
+                "169.254.169.254",
+                "https"
+            )
+            .is_ok()
         );
     }
 

@@ -66,6 +66,10 @@ pub struct Request {
     /// Body cap in bytes for 2xx responses; error bodies are capped at
     /// [`limits::MAX_ERROR_BODY_BYTES`].
     pub body_limit: usize,
+    /// When a 2xx body exceeds `body_limit`, keep what fits instead of failing: for
+    /// responses whose body nobody needs (the `/v2/` ping), so a huge or endless one is
+    /// not mistaken for an oversized manifest.
+    pub truncate_body: bool,
 }
 
 /// Sends requests; counts them (for tests and metrics).
@@ -131,25 +135,28 @@ impl Http {
             let mut resp = builder.send().await.map_err(|e| fail(classify(&e)))?;
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
-            let cap = if (200..300).contains(&status) {
+            let ok = (200..300).contains(&status);
+            let cap = if ok {
                 req.body_limit
             } else {
                 limits::MAX_ERROR_BODY_BYTES
             };
+            // Only a 2xx body that is needed whole can be too large.
+            let strict = ok && !req.truncate_body;
             let mut body = Vec::new();
             if req.method != Method::HEAD {
                 if let Some(len) = resp.content_length()
-                    && len as usize > cap
-                    && (200..300).contains(&status)
+                    && len > cap as u64
+                    && strict
                 {
                     return Err(fail(Failure::TooLarge(cap)));
                 }
                 while let Some(chunk) = resp.chunk().await.map_err(|e| fail(classify(&e)))? {
                     if body.len() + chunk.len() > cap {
-                        if (200..300).contains(&status) {
+                        if strict {
                             return Err(fail(Failure::TooLarge(cap)));
                         }
-                        // Error bodies are only diagnostics: keep what fits.
+                        // Error and ping bodies are only diagnostics: keep what fits.
                         body.extend_from_slice(&chunk[..cap - body.len()]);
                         break;
                     }

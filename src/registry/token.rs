@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use url::Url;
 
 use super::challenge::Challenge;
-use super::error::RegistryError;
+use super::error::{Failure, RegistryError};
 use super::http::{Http, Request};
 use super::limits;
 use super::retry::with_retries;
@@ -159,6 +159,7 @@ pub async fn fetch(
         authorization: credential.map(basic_header),
         tls: tls.clone(),
         body_limit: limits::MAX_TOKEN_BYTES,
+        truncate_body: false,
     };
     let resp = with_retries(deadline, || async {
         let resp = http.send(&req, deadline).await?;
@@ -168,7 +169,19 @@ pub async fn fetch(
             Err(Http::status_error(&req, &resp, credential.is_some(), true))
         }
     })
-    .await?;
+    .await
+    .map_err(|e| match e {
+        // An oversized token response is a broken token server, not an oversized manifest
+        // (which the engine would report as not found).
+        RegistryError::Transport {
+            failure: Failure::TooLarge(n),
+            ..
+        } => RegistryError::Protocol {
+            url: super::error::redact_url(realm),
+            message: format!("token response larger than {n} bytes"),
+        },
+        other => other,
+    })?;
     let parsed: TokenResponse =
         serde_json::from_slice(&resp.body).map_err(|e| RegistryError::Protocol {
             url: super::error::redact_url(realm),
