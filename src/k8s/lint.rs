@@ -85,6 +85,20 @@ struct Ctx<'a> {
     out: Vec<Finding>,
 }
 
+/// Longest finding message, in characters: the webhook reuses findings as admission
+/// warnings, which the API server advises to keep to 120 characters.
+pub const MAX_MESSAGE_CHARS: usize = 120;
+
+/// `s` cut to `max` characters, the last one `…` when anything was cut.
+fn cut(s: String, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s;
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
 impl Ctx<'_> {
     fn push(&mut self, rule: &'static str, path: impl Into<String>, message: impl Into<String>) {
         let (namespace, name) = namespace_and_name(self.obj);
@@ -94,8 +108,9 @@ impl Ctx<'_> {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let message = message.into();
-        debug_assert!(message.chars().count() <= 120, "{message}");
+        // Messages interpolate user values (restartPolicy, image names): cut to the
+        // admission-warning limit here, once, rather than trusting every caller.
+        let message = cut(message.into(), MAX_MESSAGE_CHARS);
         self.out.push(Finding {
             rule,
             kind,

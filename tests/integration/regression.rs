@@ -9,7 +9,6 @@ use crate::cli::pullcheck;
 /// over-long line instead. The same input reaches the webhook through `lint_object`.
 /// Minimized AdmissionReview: `fuzz/regressions/admission_review/lint-long-restart-policy.json`.
 #[test]
-#[ignore = "open: src/k8s/lint.rs copies user values into messages uncut (owned by the k8s/webhook work); un-ignore with the fix"]
 fn lint_with_a_very_long_restart_policy_does_not_panic() {
     let dir = crate::support::temp_dir();
     let file = dir.path().join("job.yaml");
