@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=target/image/oci tag= push= cert_dir= insecure=0
-bin=target/x86_64-unknown-linux-musl/release/pullcheck
+bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-musl/release/pullcheck
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;

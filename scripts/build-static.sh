@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cargo build --release --locked --target x86_64-unknown-linux-musl --bin pullcheck >&2
-bin=target/x86_64-unknown-linux-musl/release/pullcheck
+bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-musl/release/pullcheck
 file "$bin" 2>/dev/null | grep -q 'statically linked\|static-pie' || { echo "build-static: $bin is not static" >&2; exit 1; }
 echo "$bin $(stat -c %s "$bin") bytes"

@@ -370,7 +370,8 @@ cmd_down() {
   [ -d "$STATE" ] || { log "not up (no $STATE)"; return 0; }
   # shellcheck disable=SC1091
   [ -f "$STATE/env" ] && . "$STATE/env"
-  if [ -n "${BIN_DIR:-}" ] && alive kube-apiserver 2>/dev/null; then :; fi
+  # scenario 8's training operator (network namespace, forwarder), if it was started
+  [ ! -d "$STATE/kubeflow" ] || "$HERE/cluster/kubeflow.sh" stop 2>/dev/null || true
   stop_one kubelet 20
   stop_one kube-scheduler
   stop_one kube-controller-manager

@@ -2,7 +2,7 @@
 # Issue 5: measure pullcheck's fail-fast behaviour on a real single-node cluster
 # (scripts/cluster.sh) and (re)write docs/fail-fast-results.md. Opt-in; not run in CI.
 #
-#   scripts/fail-fast-scenarios.sh            # up (if needed), run 1-7, write the doc, down
+#   scripts/fail-fast-scenarios.sh            # up (if needed), run 1-8, write the doc, down
 #   FF_KEEP_CLUSTER=1 scripts/fail-fast-scenarios.sh   # leave the cluster up afterwards
 #   FF_SCENARIOS="2 3" scripts/fail-fast-scenarios.sh  # a subset (the doc lists only those)
 #
@@ -23,7 +23,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 OUT=${FF_OUT:-$ROOT/docs/fail-fast-results.md}
 WORK=${FF_WORK:-/tmp/pullcheck-ff}
-SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7}
+SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8}
 BASELINE_WINDOW=${FF_BASELINE_WINDOW:-120}
 ONFAILURE_WINDOW=${FF_ONFAILURE_WINDOW:-1080}
 PC=$ROOT/target/x86_64-unknown-linux-musl/release/pullcheck
@@ -121,15 +121,17 @@ def cst: (if .state.waiting then "W:" + (.state.waiting.reason // "?")
     else "?" end)
   + (if (.restartCount // 0) > 0 then " r" + (.restartCount|tostring) else "" end);
 [.items[] | select(.kind == "Pod")] as $pods
-| ([.items[] | select(.kind == "Job" and .metadata.namespace == $ns and .metadata.name == $job)][0]) as $j
-| ([$pods[] | select(.metadata.namespace == $ns and .metadata.labels["job-name"] == $job)]
+| ([.items[] | select(.kind == $kind and .metadata.namespace == $ns and .metadata.name == $job)][0]) as $j
+| ([$pods[] | select(.metadata.namespace == $ns and .metadata.labels[$lbl] == $job)]
    | sort_by(.metadata.creationTimestamp, .metadata.name)) as $mine
 | ([$j.status.conditions[]? | select(.status == "True") | .type]) as $conds
 | [ $t,
-    (if ($conds | index("Failed")) then "Failed" elif ($conds | index("Complete")) then "Complete" else "-" end),
+    (if ($conds | index("Failed")) then "Failed" elif ($conds | index("Complete")) then "Complete"
+     elif ($conds | index("Succeeded")) then "Succeeded" else "-" end),
     ([$mine[] | select(.status.phase == "Failed")] | length),
     (if $j == null then "job=none" else
-      "active=\($j.status.active // 0) failed=\($j.status.failed // 0) succeeded=\($j.status.succeeded // 0)"
+      ($j.status.replicaStatuses // {} | [.[]]) as $rs
+      | "active=\($j.status.active // ([$rs[].active // 0] | add) // 0) failed=\($j.status.failed // ([$rs[].failed // 0] | add) // 0) succeeded=\($j.status.succeeded // ([$rs[].succeeded // 0] | add) // 0)"
       + (if ($conds|length) > 0 then " [" + ($conds | join(",")) + "]" else "" end) end),
     ([$mine[] | (.metadata.name | split("-") | last) + ":" + .status.phase
       + "(" + ([(.status.initContainerStatuses[]? | "init " + .name + "=" + cst),
@@ -141,7 +143,7 @@ def cst: (if .state.waiting then "W:" + (.state.waiting.reason // "?")
     ([$pods[] | live | eff("memory")] | add // 0 | floor)
   ] | map(tostring) | join("\t")'
 
-JQ_MSG='[.items[] | select(.kind == "Pod" and .metadata.namespace == $ns and .metadata.labels["job-name"] == $job)
+JQ_MSG='[.items[] | select(.kind == "Pod" and .metadata.namespace == $ns and .metadata.labels[$lbl] == $job)
   | .status.initContainerStatuses[]? | select(.name == "pullcheck")
   | (.state.terminated // .lastState.terminated) | select(. != null)
   | "exit \(.exitCode): \(.message // "" | gsub("\n"; " ") | .[0:300])"] | unique | join(" / ")'
@@ -157,13 +159,14 @@ watch() {
   : >"$out"
   while :; do
     t=$(rel "$t0" "$(now)")
-    if ! json=$("${K[@]}" get pods,jobs -A -o json 2>>"$WORK/kubectl.err") ||
-      ! line=$(jq -r --arg ns "$ns" --arg job "$job" --arg node "$PULLCHECK_NODE" --arg t "$t" "$JQ_SAMPLE" <<<"$json"); then
+    if ! json=$("${K[@]}" get "pods,${WATCH_RESOURCE:-jobs}" -A -o json 2>>"$WORK/kubectl.err") ||
+      ! line=$(jq -r --arg ns "$ns" --arg job "$job" --arg node "$PULLCHECK_NODE" --arg t "$t" \
+        --arg kind "${WATCH_KIND:-Job}" --arg lbl "${WATCH_LABEL:-job-name}" "$JQ_SAMPLE" <<<"$json"); then
       sleep "$every"; continue
     fi
     printf '%s\n' "$line" >>"$out"
     # the Job controller deletes an OnFailure pod when the Job fails: keep the last message
-    msg=$(jq -r --arg ns "$ns" --arg job "$job" "$JQ_MSG" <<<"$json" 2>/dev/null) || msg=
+    msg=$(jq -r --arg ns "$ns" --arg job "$job" --arg lbl "${WATCH_LABEL:-job-name}" "$JQ_MSG" <<<"$json" 2>/dev/null) || msg=
     [ -z "$msg" ] || printf '%s\n' "$msg" >"$out.msg"
     IFS=$'\t' read -r t fin nf _ _ cpu mem _ _ <<<"$line"
     if [ -n "${ON_FAILED_PODS:-}" ] && [ -z "$hooked" ] && [ "$nf" -ge "$ON_FAILED_PODS" ]; then
@@ -204,7 +207,7 @@ detail() { cat >>"$WORK/details/$1"; }
 term_msg() { # NS JOB [SAMPLES] -> the pullcheck init container's termination message(s),
   # deduplicated; from the last sample that had one when the pods are gone
   local m
-  m=$("${K[@]}" get pods,jobs -n "$1" -o json | jq -r --arg ns "$1" --arg job "$2" "$JQ_MSG")
+  m=$("${K[@]}" get pods -n "$1" -o json | jq -r --arg ns "$1" --arg job "$2" --arg lbl "${WATCH_LABEL:-job-name}" "$JQ_MSG")
   if [ -z "$m" ] && [ -n "${3:-}" ] && [ -s "$3.msg" ]; then m="$(cat "$3.msg") (pod since deleted)"; fi
   printf '%s' "$m"
 }
@@ -454,6 +457,73 @@ EOF
   } | detail 7
 }
 
+# Scenario 8: Kubeflow training-operator v1 PyTorchJob (scripts/cluster/kubeflow.sh).
+pytorchjob_yaml() { # NS NAME RESTART [RUNPOLICY_YAML]
+  cat <<EOF
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: $2
+  namespace: $1
+spec:
+${4:-}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: $3
+      template:
+        spec:
+          hostNetwork: true
+          automountServiceAccountToken: false
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: pytorch
+              image: $MISSING
+              resources:
+                requests: {cpu: "1", memory: 2Gi}
+                limits: {cpu: "1", memory: 2Gi}
+EOF
+}
+ptj_cond() { # NS NAME -> the True Failed/Succeeded condition of the PyTorchJob
+  "${K[@]}" -n "$1" get pytorchjob "$2" -o json | jq -r '
+    [.status.conditions[]? | select(.status == "True" and (.type == "Failed" or .type == "Succeeded"))
+     | "\(.type) \(.reason // ""): \(.message // "")"] | join("; ")'
+}
+s8() {
+  log "scenario 8: Kubeflow training-operator PyTorchJob"
+  if ! "$HERE/cluster/kubeflow.sh" start 2>"$WORK/kubeflow.err"; then
+    local why; why=$(tail -3 "$WORK/kubeflow.err" | md_escape)
+    row "8" "Kubeflow PyTorchJob" "**not run**: the training operator did not start: $why" "—" "—" "—" "—" "—"
+    return 0
+  fi
+  local WATCH_KIND=PyTorchJob WATCH_RESOURCE=pytorchjobs WATCH_LABEL=training.kubeflow.org/job-name
+  # 8a: baseline, as most PyTorchJobs are written (OnFailure, no runPolicy.backoffLimit)
+  local ns=ff-s8a f=$WORK/s8a.yaml
+  new_ns $ns
+  pytorchjob_yaml $ns baseline OnFailure >"$f"
+  run_job s8a $ns baseline "$f" "$BASELINE_WINDOW"
+  local state8a; state8a=$(tail -1 "$WORK/s8a.tsv" | cut -f4)
+  row "8a" "Kubeflow PyTorchJob (training-operator $("$HERE/cluster/node-tools.sh" --versions 2>/dev/null | awk '$1 == "training-operator" {print $2}')), Master ×1, **restartPolicy OnFailure, no runPolicy.backoffLimit**, no pullcheck; 1 CPU / 2Gi; tag does not exist" \
+    "**still running after ${BASELINE_WINDOW} s** ($state8a)" "— (never)" "$(timeline "$WORK/s8a.tsv" | md_escape)" "—" \
+    "$(alloc_str "$WORK/s8a.tsv")" "still held at ${BASELINE_WINDOW} s: $(last_alloc "$WORK/s8a.tsv")"
+  save_detail 8a "Scenario 8a: PyTorchJob baseline" $ns baseline "$WORK/s8a.tsv" "$f"
+  "${K[@]}" -n $ns delete pytorchjob baseline --wait=false >/dev/null
+  # 8b: pullcheck inject --fail-fast with restartPolicy Never and runPolicy.backoffLimit 0
+  ns=ff-s8b f=$WORK/s8b.yaml
+  new_ns $ns
+  pytorchjob_yaml $ns injected Never "  runPolicy:
+    backoffLimit: 0
+    cleanPodPolicy: Running" | "${INJECT[@]}" --fail-fast -f - >"$f" 2>"$WORK/s8b.inject.err"
+  run_job s8b $ns injected "$f" 180
+  local cond msg; cond=$(ptj_cond $ns injected); msg=$(term_msg $ns injected "$WORK/s8b.tsv")
+  row "8b" "same PyTorchJob after \`pullcheck inject --fail-fast\`; **restartPolicy Never, runPolicy.backoffLimit 0**, cleanPodPolicy Running" \
+    "**$FIN**: $(printf '%s' "$cond" | md_escape)" "**${T_FIN} s**$([ "$T_FREE" != - ] && echo " (requests released at ${T_FREE} s)")" \
+    "$(timeline "$WORK/s8b.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s8b.tsv")" "$(last_alloc "$WORK/s8b.tsv")"
+  save_detail 8b "Scenario 8b: PyTorchJob with pullcheck" $ns injected "$WORK/s8b.tsv" "$f" \
+    "Condition: \`$cond\`. Termination message: \`$msg\`."
+  "$HERE/cluster/kubeflow.sh" stop 2>/dev/null || true
+}
+
 # ---- run -------------------------------------------------------------------------------
 T_ALL=$(now)
 if has 6; then
@@ -468,6 +538,7 @@ if has 4; then s4 count; s4 ignore; fi
 has 5 && s5
 if has 6; then log "scenario 6a: OnFailure, backoffLimit 0"; s6_start a; s6_report a; fi
 has 7 && s7
+has 8 && s8
 if has 6; then
   log "waiting for scenario 6b (pid $S6B_PID)"
   wait "$S6B_PID" || log "scenario 6b exited with $?"; S6B_PID=
@@ -518,7 +589,7 @@ scripts/fail-fast-scenarios.sh
 | # | setting | outcome | time to Job Failed / Complete | pod timeline (t in s: pods, Job conditions) | termination message | requests held during | requests after |
 |---|---|---|---|---|---|---|---|
 EOF
-  for r in 1 2 3 4a 4b 5 6a 6b 7; do cat "$WORK/rows/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b; do cat "$WORK/rows/$r" 2>/dev/null || true; done
   cat <<'EOF'
 
 Pod states: `W:` waiting (reason), `T:` terminated (exit code), `r` restart count; `init pullcheck`
@@ -545,18 +616,22 @@ Constraints of this host found on the way, and what `scripts/cluster.sh` does ab
 - No image from outside: the sandbox image is a 20-line static C `pause`
   (`scripts/cluster/pause.c`, musl-gcc), the workload image is Debian's busybox-static.
 
-## Scenario 8 (Kubeflow PyTorchJob): not run
+## Scenario 8: how the training operator runs here
 
-The training-operator v1.9 stretch scenario was not attempted: it needs the operator built
-from source and run against this cluster, including its own admission webhooks and their
-certificates, and the session's time went to getting a kubelet to run here (see above). The batch scenarios above exercise the same mechanism (an init
-container exiting non-zero with restartPolicy Never makes the pod Failed); what remains
-unmeasured is the operator's reaction to a Failed worker under `runPolicy.backoffLimit: 0`.
+`scripts/cluster/kubeflow.sh` (called by scenario 8) applies the PyTorchJob CRD from
+`../shared/crds` (training-operator v1.9.0's) and runs training-operator v1.9.3, built from
+the Go module proxy (`scripts/cluster/node-tools.sh training-operator`). Its webhook server
+listens on every interface (not configurable), so it runs in a network namespace of its own
+and reaches the loopback-only apiserver through a forwarder on the host side of a veth pair;
+its cert rotation is satisfied with a throwaway serving cert in a private tmpfs and a
+ValidatingWebhookConfiguration without webhooks (PyTorchJobs are not validated here). The
+PyTorchJobs have one Master replica only: a Worker would get the operator's own init
+container, which waits for the Master's DNS name (no cluster DNS here).
 
 ## Details
 
 EOF
-  for d in 1 2 3 4count 4ignore 5 6a 6b 7; do cat "$WORK/details/$d" 2>/dev/null || true; done
+  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/details/$d" 2>/dev/null || true; done
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 log "wrote $OUT (total ${T_TOTAL}s)"

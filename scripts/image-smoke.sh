@@ -29,7 +29,7 @@ ip link set lo up
 
 . scripts/lib.sh
 die() { echo "image-smoke: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
-bin=${1:-target/x86_64-unknown-linux-musl/release/pullcheck}
+bin=${1:-${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-musl/release/pullcheck}
 [ -x "$bin" ] || die "$bin missing; run scripts/build-static.sh"
 for t in runc skopeo docker-registry jq openssl curl tar; do
   command -v "$t" >/dev/null || die "needs $t (scripts/deps.sh installs it)"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-bin=${1:-target/x86_64-unknown-linux-musl/release/pullcheck}
+bin=${1:-${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-musl/release/pullcheck}
 [ -x "$bin" ] || { echo "static-smoke: $bin missing; run scripts/build-static.sh" >&2; exit 1; }
 
 work=$(mktemp -d)

@@ -44,7 +44,7 @@ want=()
 for a in "$@"; do
   case $a in
     --versions)
-      for t in "${ALL_TOOLS[@]}"; do printf '%s\t%s\n' "$t" "$(version_of "$t")" >&3; done
+      for t in "${ALL_TOOLS[@]}" training-operator; do printf '%s\t%s\n' "$t" "$(version_of "$t")" >&3; done
       exit 0 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $a" ;;
