@@ -11,6 +11,7 @@ use crate::verdict::combined_exit_code;
 
 /// Run the check and report; returns the exit code.
 pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
+    super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
     let outcomes = engine.check_all(&a.images).await;

@@ -120,18 +120,25 @@ impl InjectArgs {
     }
 }
 
-/// Read a manifest stream from a file or `-` (stdin), capped at [`MAX_INPUT_BYTES`].
+/// Read a manifest stream from a file or `-` (stdin). Input larger than
+/// [`MAX_INPUT_BYTES`] is refused whole: cutting it would silently drop documents.
 pub fn read_input(path: &std::path::Path) -> Result<String, UsageError> {
     let shown = path.display();
     let mut text = String::new();
+    // One byte over the cap tells "exactly at the cap" from "larger".
+    let limit = MAX_INPUT_BYTES + 1;
     let result = if path.as_os_str() == "-" {
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES)
-            .read_to_string(&mut text)
+        std::io::stdin().take(limit).read_to_string(&mut text)
     } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT_BYTES).read_to_string(&mut text))
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
     };
     result.map_err(|e| UsageError(format!("{shown}: cannot read: {e}")))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(UsageError(format!(
+            "{shown}: larger than {} MiB; split the manifests into several files",
+            MAX_INPUT_BYTES / (1024 * 1024)
+        )));
+    }
     Ok(text)
 }
 

@@ -109,3 +109,28 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
     .map_err(|e| UsageError(e.to_string()))?;
     Ok((plan, registry))
 }
+
+/// Check the `--hosts-dir` configuration every image will use before anything is sent, so
+/// a broken `hosts.toml` or an unreadable `ca` is a usage error (exit 2) naming the file,
+/// not a transient verdict retried like an outage.
+pub fn validate_hosts(a: &ResolveArgs, images: &[String]) -> Result<(), UsageError> {
+    let mut seen = std::collections::HashSet::new();
+    for image in images {
+        let Ok(reference) = crate::reference::Reference::parse(image) else {
+            continue;
+        };
+        if !seen.insert(reference.domain().to_string()) {
+            continue;
+        }
+        let endpoints = crate::registry::hosts::endpoints(
+            a.hosts_dir.as_deref(),
+            reference.domain(),
+            &a.insecure_registry,
+        )
+        .map_err(|e| UsageError(e.to_string()))?;
+        for ca in endpoints.iter().flat_map(|e| e.ca_files.iter()) {
+            crate::registry::tls::load_pem(ca).map_err(|e| UsageError(e.to_string()))?;
+        }
+    }
+    Ok(())
+}

@@ -107,6 +107,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
             });
         }
     }
+    super::plan::validate_hosts(&a.resolve, &order)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
     let progress = progress_bar(order.len());

@@ -47,7 +47,8 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Read a PEM file of certificates; errors name the file and say what to pass instead.
+pub fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |m: String| TlsError::CaFile {
         path: path.to_path_buf(),
         message: m,

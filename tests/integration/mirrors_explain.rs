@@ -279,3 +279,48 @@ fn usage_errors_are_one_line_with_exit_2() {
     let r = pullcheck(&["check"], &[]);
     r.assert_code(2);
 }
+
+#[test]
+fn a_broken_hosts_toml_or_ca_is_a_usage_error_not_a_verdict() {
+    let root = temp_dir();
+    for (body, start) in [
+        ("server = 42\n", "pullcheck: "),
+        (
+            "server = \"https://r.example.com\"\nca = \"/nonexistent/ca.pem\"\n",
+            "pullcheck: CA file /nonexistent/ca.pem: ",
+        ),
+    ] {
+        hosts_toml(root.path(), "r.example.com", body);
+        let r = pullcheck(
+            &[
+                "check",
+                "--hosts-dir",
+                root.path().to_str().unwrap(),
+                "r.example.com/app:v1",
+            ],
+            &[],
+        );
+        r.assert_code(2);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        assert!(r.stderr.starts_with(start), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn manifests_larger_than_the_cap_are_refused_whole() {
+    let dir = temp_dir();
+    let big = dir.path().join("big.yaml");
+    let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
+    std::fs::write(&big, doc.repeat(64 * 1024 * 1024 / doc.len() + 1)).unwrap();
+    for cmd in ["inject", "lint", "scan"] {
+        let r = pullcheck(&[cmd, "-f", big.to_str().unwrap()], &[]);
+        r.assert_code(2);
+        assert_eq!(
+            r.stderr,
+            format!(
+                "pullcheck: {}: larger than 64 MiB; split the manifests into several files\n",
+                big.display()
+            )
+        );
+    }
+}
