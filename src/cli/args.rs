@@ -69,9 +69,9 @@ pub enum Command {
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
-    /// One line per image on stderr.
+    /// Human-readable text.
     Text,
-    /// A JSON document on stdout (docs/json-schema.md), the text lines still on stderr.
+    /// A JSON document on stdout (docs/json-schema.md).
     Json,
 }
 
@@ -192,6 +192,7 @@ Default: docker.io. 'none' clears the list."
         long,
         value_name = "SECONDS",
         default_value_t = 60.0,
+        allow_negative_numbers = true,
         help_heading = "Registry",
         long_help = "Deadline for the whole run, in seconds (default 60). Retries of transient \
 failures and Retry-After waits stay within it; images still unresolved at the deadline are \
@@ -204,6 +205,7 @@ transient (20)."
         long = "request-timeout",
         value_name = "SECONDS",
         default_value_t = 10.0,
+        allow_negative_numbers = true,
         help_heading = "Registry",
         long_help = "Deadline of one HTTP request (headers and body), in seconds; default 10."
     )]

@@ -19,7 +19,7 @@ fn seconds(flag: &str, v: f64) -> Result<Duration, UsageError> {
         Ok(Duration::from_secs_f64(v))
     } else {
         Err(UsageError(format!(
-            "{flag} {v}: must be a number of seconds between 0 and 86400"
+            "{flag} {v}: must be more than 0 and at most 86400 seconds"
         )))
     }
 }

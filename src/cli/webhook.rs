@@ -429,6 +429,18 @@ impl WebhookArgs {
                 Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string()))?
             }
         };
+        let inject = InjectOptions {
+            image: self.inject_image.clone(),
+            cpu: self.inject_cpu.clone(),
+            memory: self.inject_memory.clone(),
+            check_args: self.inject_check_args.clone(),
+            fail_fast: self.fail_fast,
+            transient: match self.transient {
+                TransientArg::Count => TransientAction::Count,
+                TransientArg::Ignore => TransientAction::Ignore,
+            },
+        };
+        super::inject::validate_options(&inject, "inject-")?;
         Ok(Config {
             listen: self.listen,
             tls_cert: self.tls_cert.clone(),
@@ -441,17 +453,7 @@ impl WebhookArgs {
             fail_closed: self.fail_closed,
             budget,
             cluster_platforms,
-            inject: InjectOptions {
-                image: self.inject_image.clone(),
-                cpu: self.inject_cpu.clone(),
-                memory: self.inject_memory.clone(),
-                check_args: self.inject_check_args.clone(),
-                fail_fast: self.fail_fast,
-                transient: match self.transient {
-                    TransientArg::Count => TransientAction::Count,
-                    TransientArg::Ignore => TransientAction::Ignore,
-                },
-            },
+            inject,
             pin_digests: self.pin_digests,
             table,
             apiserver: self.apiserver(),

@@ -7,3 +7,35 @@
 pub mod json;
 pub mod termination;
 pub mod text;
+
+/// `s` with control characters (newlines, escapes, NUL…) written as Rust escapes, so text
+/// from an image argument or a registry can't forge extra output lines or terminal codes.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::printable("a/b:v1"), "a/b:v1");
+        assert_eq!(
+            super::printable("a:v1\nFAKE pullable"),
+            "a:v1\\nFAKE pullable"
+        );
+        assert_eq!(super::printable("x\u{1b}[31m"), "x\\u{1b}[31m");
+    }
+}

@@ -33,8 +33,8 @@ pub fn summary(outcomes: &[Outcome], exit_code: u8) -> String {
         let line = format!(
             "{} {}: {}\n",
             o.verdict.as_str(),
-            o.reference.as_deref().unwrap_or(&o.image),
-            o.detail
+            super::printable(o.reference.as_deref().unwrap_or(&o.image)),
+            super::printable(&o.detail)
         );
         let more = format!("… and {} more\n", failing.len() - i);
         if s.len() + line.len() + more.len() > MAX_BYTES {

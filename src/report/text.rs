@@ -5,7 +5,7 @@ use crate::engine::Outcome;
 
 /// The line for one outcome (no trailing newline).
 pub fn line(o: &Outcome) -> String {
-    let reference = o.reference.as_deref().unwrap_or(&o.image);
+    let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
     let mut s = format!("{:<17} {}", o.verdict.as_str(), reference);
     if let Some(d) = &o.digest {
         s.push_str(&format!(" {}", short_digest(d)));
@@ -26,14 +26,14 @@ pub fn line(o: &Outcome) -> String {
     }
     s.push_str(&format!(" {}ms", o.elapsed_ms));
     if o.verdict != crate::verdict::Verdict::Pullable || o.detail.starts_with("assumed") {
-        s.push_str(&format!(": {}", o.detail));
+        s.push_str(&format!(": {}", super::printable(&o.detail)));
     }
     s
 }
 
 /// Extra lines for warnings, each prefixed so they read as belonging to the image.
 pub fn warnings(o: &Outcome) -> Vec<String> {
-    let reference = o.reference.as_deref().unwrap_or(&o.image);
+    let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
     let mut w: Vec<String> = o
         .warnings
         .iter()

@@ -256,7 +256,7 @@ fn usage_errors_are_one_line_with_exit_2() {
         ),
         (
             vec!["check", "--timeout", "0", "x"],
-            "pullcheck: --timeout 0: must be a number of seconds",
+            "pullcheck: --timeout 0: must be more than 0 and at most 86400 seconds",
         ),
         (
             vec!["check", "--hosts-dir", "/nonexistent", "x"],
