@@ -59,7 +59,7 @@ without it lint exits 0 whatever it finds."
     #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
         value_enum, default_value_t = LintOutput::Text,
         long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \
-message`. json: {\"schemaVersion\": 1, \"findings\": [{rule, kind, namespace, name, document, \
+message`. json: {\"schema_version\": 1, \"findings\": [{rule, kind, namespace, name, document, \
 path, message}]}.")]
     pub output: LintOutput,
 }
@@ -96,7 +96,7 @@ pub fn run(a: LintArgs) -> Result<u8, UsageError> {
             .collect::<String>(),
         LintOutput::Json => {
             let doc =
-                serde_json::json!({"schemaVersion": JSON_SCHEMA_VERSION, "findings": findings});
+                serde_json::json!({"schema_version": JSON_SCHEMA_VERSION, "findings": findings});
             serde_json::to_string_pretty(&doc)
                 .map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
                 + "\n"
