@@ -126,7 +126,9 @@ build_images() {
   oci_push "$w/work-root" "$INFRA_REG/$WORK_REF" "$wcfg"
   oci_push "$w/work-root" "$WORK_REG/$WORK_REF" "$wcfg"
   # pullcheck's own scratch image (scripts/build-image.sh), from the static binary
-  local pc=$ROOT/target/x86_64-unknown-linux-musl/release/pullcheck
+  local tdir=${CARGO_TARGET_DIR:-target}
+  case $tdir in /*) ;; *) tdir=$ROOT/$tdir ;; esac
+  local pc=$tdir/x86_64-unknown-linux-musl/release/pullcheck
   if [ ! -x "$pc" ] || [ -n "${PULLCHECK_REBUILD:-}" ]; then (cd "$ROOT" && scripts/build-static.sh >&2); fi
   (cd "$ROOT" && scripts/build-image.sh --out "$w/pullcheck-oci" --push "$INFRA_REG/pullcheck/pullcheck" \
     --dest-insecure "$pc") >"$w/pullcheck-image.txt"
@@ -359,7 +361,8 @@ EOF
     [ $SECONDS -lt $deadline ] || die "node still tainted: $("${kubectl[@]}" get node "$NODE" -o jsonpath='{.spec.taints}')"
     sleep 1
   done
-  log "up in $((SECONDS - t0))s; state $STATE; logs: $STATE/logs/{etcd,kube-apiserver}.log are in $STATE/cp/logs, the rest in $STATE/logs"
+  log "up in $((SECONDS - t0))s; state $STATE"
+  log "logs: $STATE/logs/{kubelet,containerd,kube-controller-manager,kube-scheduler}.log, $STATE/cp/logs/{etcd,kube-apiserver}.log, $STATE/registry-{infra,work}/registry.log"
   print_env
 }
 

@@ -26,14 +26,16 @@ WORK=${FF_WORK:-/tmp/pullcheck-ff}
 SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8}
 BASELINE_WINDOW=${FF_BASELINE_WINDOW:-120}
 ONFAILURE_WINDOW=${FF_ONFAILURE_WINDOW:-1080}
-PC=$ROOT/target/x86_64-unknown-linux-musl/release/pullcheck
+TDIR=${CARGO_TARGET_DIR:-target}
+case $TDIR in /*) ;; *) TDIR=$ROOT/$TDIR ;; esac
+PC=$TDIR/x86_64-unknown-linux-musl/release/pullcheck   # scripts/build-static.sh's output
 
 log() { printf '[fail-fast] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 has() { case " $SCENARIOS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-rm -rf "$WORK"; mkdir -p "$WORK/rows" "$WORK/details"
+rm -rf "$WORK"; mkdir -p "$WORK/rows" "$WORK/details" "$WORK/summary"
 started_cluster=
 if ! "$ROOT/scripts/cluster.sh" status >/dev/null 2>&1; then
   log "bringing the cluster up (scripts/cluster.sh up)"
@@ -203,6 +205,7 @@ row() {
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$@" >"$f"
 }
 detail() { cat >>"$WORK/details/$1"; }
+summary() { printf -- '- %s\n' "$2" >"$WORK/summary/$1"; } # ID TEXT: one line of the doc's summary
 
 term_msg() { # NS JOB [SAMPLES] -> the pullcheck init container's termination message(s),
   # deduplicated; from the last sample that had one when the pods are gone
@@ -257,6 +260,7 @@ s1() {
   row "1" "no pullcheck; restartPolicy Never, backoffLimit 0; 1 CPU / 2Gi; tag does not exist" \
     "**still active after ${BASELINE_WINDOW} s** ($state)" "— (never)" "$(timeline "$WORK/s1.tsv" | md_escape)" "—" \
     "$(alloc_str "$WORK/s1.tsv")" "still held at ${BASELINE_WINDOW} s: $held; released only by deleting the Job (${tdel} s, $after pods left)"
+  summary 1 "**Without pullcheck** (1): after ${BASELINE_WINDOW} s the Job is still active, its pod cycling ErrImagePull/ImagePullBackOff and holding $(alloc_str "$WORK/s1.tsv") of the node; only deleting the Job frees it."
   save_detail 1 "Scenario 1: baseline without pullcheck" $ns baseline "$WORK/s1.tsv" "$f" \
     "At the end of the ${BASELINE_WINDOW} s window: \`$state\`, pods \`$active\`. The reservation was released only by \`kubectl delete job --cascade=foreground\`."
 }
@@ -283,6 +287,7 @@ s2() {
   row "2" "\`pullcheck inject\`; restartPolicy Never, backoffLimit 0; 1 CPU / 2Gi; tag does not exist" \
     "**$FIN** ($cond)" "**${T_FIN} s** (requests released at ${T_FREE} s)" "$(timeline "$WORK/s2.tsv" | md_escape)" \
     "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s2.tsv")" "$(last_alloc "$WORK/s2.tsv")"
+  summary 2 "**With the init container** (2, backoffLimit 0): the Job is Failed **${T_FIN} s** after creation; the pod's requests are released at ${T_FREE} s (pod Failed, exit 11 \`not_found\`)."
   save_detail 2 "Scenario 2: pullcheck init container, backoffLimit 0" $ns injected "$WORK/s2.tsv" "$f" \
     "Job condition: \`$cond\`. Termination message of \`pullcheck\`: \`$msg\`."
 }
@@ -298,6 +303,7 @@ s3() {
   row "3" "\`pullcheck inject --fail-fast\`; restartPolicy Never, backoffLimit 6 + podFailurePolicy (FailJob on 10-14); 1 CPU / 2Gi; tag does not exist" \
     "**$FIN** after $pods pod(s): $(printf '%s' "$cond" | md_escape)" "**${T_FIN} s** (requests released at ${T_FREE} s)" \
     "$(timeline "$WORK/s3.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s3.tsv")" "$(last_alloc "$WORK/s3.tsv")"
+  summary 3 "**With podFailurePolicy** (3, backoffLimit 6): Failed at **${T_FIN} s** on the first pod, reason \`PodFailurePolicy\` (FailJob on exit 11), no retries."
   save_detail 3 "Scenario 3: podFailurePolicy, backoffLimit 6" $ns policy "$WORK/s3.tsv" "$f" \
     "Pods created: $pods. Job condition: \`$cond\`. Termination message: \`$msg\`."
 }
@@ -318,6 +324,7 @@ s4() { # $1 = count|ignore
   row "4$([ "$mode" = count ] && echo a || echo b)" "\`inject --fail-fast --transient $mode\`; backoffLimit $backoff${extra:+, activeDeadlineSeconds 600}; present tag, **workload registry stopped** before creation, restarted after 2 failed pods (at ${hook} s)" \
     "**$FIN**: $(printf '%s' "$cond" | md_escape); pods: $pods; Job .status.failed=${failed:-0}" "${T_FIN} s" \
     "$(timeline "$WORK/$id.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/$id.tsv")" "$(last_alloc "$WORK/$id.tsv")"
+  summary "4$mode" "**Registry down** (4, \`--transient $mode\`, backoffLimit $backoff): pods exit 20 (transient) and are retried; Job \`.status.failed\` = ${failed:-0}; after the registry restart (${hook} s) the Job is $FIN at ${T_FIN} s."
   save_detail "4$mode" "Scenario 4 ($mode): transient failure, registry restarted at ${hook} s" "$ns" transient "$WORK/$id.tsv" "$f" \
     "Pods: $pods; Job \`.status.failed\` = ${failed:-0}. Job condition: \`$cond\`. Termination messages of \`pullcheck\`: \`$msg\`."
 }
@@ -349,6 +356,7 @@ s5() {
   row "5" "present tag \`work/app:v1\` (image cached on the node); 4 Jobs in turn: plain, injected (\`--fail-fast\`), plain, injected" \
     "all Complete" "plain ${T5_plain_1} / ${T5_plain_2} s; injected ${T5_injected_1} / ${T5_injected_2} s; **pullcheck adds ${dp1} / ${dp2} s**" \
     "$(printf '%s' "$summary" | md_escape)" "—" "$(alloc_str "$WORK/s5-injected-1.tsv")" "$(last_alloc "$WORK/s5-injected-2.tsv")"
+  summary 5 "**Present image** (5): Jobs complete in ${T5_plain_1} / ${T5_plain_2} s without and ${T5_injected_1} / ${T5_injected_2} s with pullcheck: the check adds **${dp1} / ${dp2} s** to a Job's run (image cached on the node)."
   save_detail 5 "Scenario 5: present image" $ns injected-1 "$WORK/s5-injected-1.tsv" "$WORK/s5-injected-1.yaml" \
     "$(printf '%s' "$summary" | sed 's/<br>/\n/g' | sed 's/^/- /')"
 }
@@ -375,6 +383,7 @@ s6_report() {
   row "6$v" "\`inject --fail-fast\` (warns, no podFailurePolicy); **restartPolicy OnFailure**, backoffLimit $backoff; $([ "$v" = a ] && echo '1 CPU / 2Gi' || echo '250m / 256Mi'); tag does not exist" \
     "$outcome" "${T_FIN} s$([ "$T_FREE" != - ] && echo " (requests released at ${T_FREE} s)")" \
     "$(timeline "$WORK/s6$v.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s6$v.tsv")" "$(last_alloc "$WORK/s6$v.tsv")"
+  summary "6$v" "**restartPolicy OnFailure, backoffLimit $backoff** (6$v): $([ "$FIN" = - ] && echo "still active at the end of the window" || echo "Failed at **${T_FIN} s**") after $(cut -f5 "$WORK/s6$v.tsv" | grep -o ' r[0-9]*' | tr -d ' r' | sort -n | tail -1) restarts of the failing init container (CrashLoopBackOff), the pod Pending and holding its requests all along."
   save_detail "6$v" "Scenario 6$v: restartPolicy OnFailure, backoffLimit $backoff" "$ns" onfailure "$WORK/s6$v.tsv" "$WORK/s6$v.yaml" \
     "inject's warning: \`$warn\`. Job condition: \`${cond:-none}\`. Termination message: \`$msg\`."
 }
@@ -443,6 +452,7 @@ EOF
   row "7" "\`pullcheck webhook\` (enforce, fail-open) as a ValidatingWebhookConfiguration by \`url\`; plain Job, tag does not exist" \
     "$outcome" "**${tdeny} s** (kubectl create round trip); a present tag was admitted in ${tadm} s" "—" \
     "$(printf '%s' "$out" | md_escape)" "0m / 0Mi (never scheduled)" "0m / 0Mi"
+  summary 7 "**Admission webhook** (7): the Job is rejected in ${tdeny} s (the \`kubectl create\` round trip), $njobs Jobs and $npods pods exist afterwards: no reservation at all."
   {
     echo "### Scenario 7: admission webhook"
     echo
@@ -506,6 +516,7 @@ s8() {
   row "8a" "Kubeflow PyTorchJob (training-operator $("$HERE/cluster/node-tools.sh" --versions 2>/dev/null | awk '$1 == "training-operator" {print $2}')), Master ×1, **restartPolicy OnFailure, no runPolicy.backoffLimit**, no pullcheck; 1 CPU / 2Gi; tag does not exist" \
     "**still running after ${BASELINE_WINDOW} s** ($state8a)" "— (never)" "$(timeline "$WORK/s8a.tsv" | md_escape)" "—" \
     "$(alloc_str "$WORK/s8a.tsv")" "still held at ${BASELINE_WINDOW} s: $(last_alloc "$WORK/s8a.tsv")"
+  summary 8a "**Kubeflow PyTorchJob, as usually written** (8a, OnFailure, no runPolicy.backoffLimit): after ${BASELINE_WINDOW} s still only \`Created\`, its pod in ImagePullBackOff holding $(alloc_str "$WORK/s8a.tsv")."
   save_detail 8a "Scenario 8a: PyTorchJob baseline" $ns baseline "$WORK/s8a.tsv" "$f"
   "${K[@]}" -n $ns delete pytorchjob baseline --wait=false >/dev/null
   # 8b: pullcheck inject --fail-fast with restartPolicy Never and runPolicy.backoffLimit 0
@@ -519,6 +530,7 @@ s8() {
   row "8b" "same PyTorchJob after \`pullcheck inject --fail-fast\`; **restartPolicy Never, runPolicy.backoffLimit 0**, cleanPodPolicy Running" \
     "**$FIN**: $(printf '%s' "$cond" | md_escape)" "**${T_FIN} s**$([ "$T_FREE" != - ] && echo " (requests released at ${T_FREE} s)")" \
     "$(timeline "$WORK/s8b.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s8b.tsv")" "$(last_alloc "$WORK/s8b.tsv")"
+  summary 8b "**PyTorchJob with pullcheck** (8b, Never, runPolicy.backoffLimit 0): Failed at **${T_FIN} s**, requests released at ${T_FREE} s."
   save_detail 8b "Scenario 8b: PyTorchJob with pullcheck" $ns injected "$WORK/s8b.tsv" "$f" \
     "Condition: \`$cond\`. Termination message: \`$msg\`."
   "$HERE/cluster/kubeflow.sh" stop 2>/dev/null || true
@@ -559,6 +571,12 @@ Regenerate with one command (as root; the cluster is built, started and torn dow
 \`\`\`sh
 scripts/fail-fast-scenarios.sh
 \`\`\`
+
+## Summary
+
+EOF
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/summary/$r" 2>/dev/null || true; done
+  cat <<EOF
 
 ## Setup
 
