@@ -48,6 +48,12 @@ free_port() { # a random free port in 20000-59999, not one of the arguments
 }
 
 # alive NAME: the pid in $STATE/NAME.pid runs the binary we started
+# running NAME: the recorded process still exists. Used while a component starts: right
+# after the fork its command line is still the shell's, so `alive` would misread it as dead.
+running() {
+  [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null
+}
+
 alive() {
   local pid
   [ -f "$STATE/$1.pid" ] || return 1
@@ -123,7 +129,7 @@ EOF
   local i
   for i in $(seq 1 100); do
     port_free "$ec" || break
-    alive etcd || { tail -20 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
+    running etcd || { tail -20 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
     sleep 0.1
   done
 
@@ -158,7 +164,7 @@ EOF
 
   local deadline=$((SECONDS + READY_TIMEOUT))
   until "$bin/kubectl" --kubeconfig "$STATE/kubeconfig" get --raw /readyz >/dev/null 2>&1; do
-    if ! alive kube-apiserver; then
+    if ! running kube-apiserver; then
       tail -30 "$STATE/logs/kube-apiserver.log" >&2; die "kube-apiserver exited (log: $STATE/logs/kube-apiserver.log)"
     fi
     if [ $SECONDS -ge $deadline ]; then
