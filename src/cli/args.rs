@@ -75,9 +75,81 @@ pub enum Output {
     Json,
 }
 
+/// Registry and node configuration shared by every command that resolves images (the
+/// CLI commands and the webhook).
+#[derive(Debug, Args, Clone)]
+pub struct RegistryArgs {
+    /// containerd certs.d directory (hosts.toml: mirrors, CAs, skip_verify).
+    #[arg(
+        long = "hosts-dir",
+        value_name = "DIR",
+        help_heading = "Registry",
+        long_help = "A containerd certs.d root, as on the node (/etc/containerd/certs.d): \
+<host>/hosts.toml with server, [host.\"…\"] mirrors tried in file order (tags need the \
+resolve capability), ca, skip_verify, override_path, header. Mirror requests carry ?ns=."
+    )]
+    pub hosts_dir: Option<PathBuf>,
+
+    /// Use plain HTTP (or skip TLS verification) for HOST[:PORT] (repeatable).
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST[:PORT]",
+        help_heading = "Registry",
+        long_help = "Talk plain HTTP to this registry (repeatable). Only these registries, or \
+hosts.toml entries, ever use plain HTTP; the scheme is never guessed from a host name."
+    )]
+    pub insecure_registry: Vec<String>,
+
+    /// Extra CA certificates (PEM) to trust (repeatable).
+    #[arg(
+        long = "ca-file",
+        value_name = "FILE",
+        help_heading = "Registry",
+        long_help = "PEM file of CA certificates trusted in addition to the Mozilla roots built \
+into the binary (repeatable). SSL_CERT_FILE is honoured too."
+    )]
+    pub ca_file: Vec<PathBuf>,
+
+    /// Registries whose verdict 14 passes (node credential providers).
+    #[arg(
+        long = "node-credentials",
+        value_name = "PATTERN",
+        help_heading = "Credentials",
+        long_help = "Registry patterns (kubelet matchImages glob syntax) where the kubelet pulls \
+with node credential providers pullcheck can't see (ECR, Artifact Registry, ACR): there verdict \
+14 becomes a pass with a warning. Repeatable; default: *.dkr.ecr.*.amazonaws.com, \
+*.dkr.ecr.*.amazonaws.com.cn, *-docker.pkg.dev, gcr.io, *.gcr.io, *.azurecr.io, *.azurecr.cn. \
+'none' disables."
+    )]
+    pub node_credentials: Vec<String>,
+
+    /// Registries that meter manifest GETs (repeatable; default docker.io).
+    #[arg(
+        long = "metered-registry",
+        value_name = "HOST",
+        help_heading = "Registry",
+        long_help = "Registries where every manifest GET counts as a pull (repeatable). \
+Default: docker.io. 'none' clears the list."
+    )]
+    pub metered_registry: Vec<String>,
+
+    /// Check platforms on registries that meter manifest GETs (docker.io).
+    #[arg(
+        long = "verify-platform-on-metered",
+        help_heading = "Registry",
+        long_help = "Docker Hub counts every manifest GET as a pull (HEAD is free), and the \
+kubelet's own pull follows seconds later, so on metered registries the platform check is off \
+unless this is given; the output then says the platform was not verified."
+    )]
+    pub verify_platform_on_metered: bool,
+}
+
 /// Options shared by every command that resolves images.
 #[derive(Debug, Args, Clone)]
 pub struct ResolveArgs {
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+
     /// Pull secret file or directory of mounted secrets (repeatable).
     #[arg(
         long = "pull-secrets",
@@ -112,50 +184,6 @@ the kubelet's node keyring; helpers run with a 5 s deadline."
     )]
     pub no_docker_config: bool,
 
-    /// Registries whose verdict 14 passes (node credential providers).
-    #[arg(
-        long = "node-credentials",
-        value_name = "PATTERN",
-        help_heading = "Credentials",
-        long_help = "Registry patterns (kubelet matchImages glob syntax) where the kubelet pulls \
-with node credential providers the pod can't see (ECR, Artifact Registry, ACR): there verdict \
-14 becomes a pass with a warning. Repeatable; default: *.dkr.ecr.*.amazonaws.com, \
-*.dkr.ecr.*.amazonaws.com.cn, *-docker.pkg.dev, gcr.io, *.gcr.io, *.azurecr.io, *.azurecr.cn. \
-'none' disables."
-    )]
-    pub node_credentials: Vec<String>,
-
-    /// containerd certs.d directory (hosts.toml: mirrors, CAs, skip_verify).
-    #[arg(
-        long = "hosts-dir",
-        value_name = "DIR",
-        help_heading = "Registry",
-        long_help = "A containerd certs.d root, as on the node (/etc/containerd/certs.d): \
-<host>/hosts.toml with server, [host.\"…\"] mirrors tried in file order (tags need the \
-resolve capability), ca, skip_verify, override_path, header. Mirror requests carry ?ns=."
-    )]
-    pub hosts_dir: Option<PathBuf>,
-
-    /// Use plain HTTP (or skip TLS verification) for HOST[:PORT] (repeatable).
-    #[arg(
-        long = "insecure-registry",
-        value_name = "HOST[:PORT]",
-        help_heading = "Registry",
-        long_help = "Talk plain HTTP to this registry (repeatable). Only these registries, or \
-hosts.toml entries, ever use plain HTTP; the scheme is never guessed from a host name."
-    )]
-    pub insecure_registry: Vec<String>,
-
-    /// Extra CA certificates (PEM) to trust (repeatable).
-    #[arg(
-        long = "ca-file",
-        value_name = "FILE",
-        help_heading = "Registry",
-        long_help = "PEM file of CA certificates trusted in addition to the Mozilla roots built \
-into the binary (repeatable). SSL_CERT_FILE is honoured too."
-    )]
-    pub ca_file: Vec<PathBuf>,
-
     /// Target platform os/arch[/variant], or 'any' to skip the check.
     #[arg(
         long,
@@ -166,26 +194,6 @@ container, the node's). When a tag resolves to an index, it must have an entry f
 platform (containerd's matcher; exact or fallback is reported). 'any' skips the check."
     )]
     pub platform: Option<String>,
-
-    /// Check platforms on registries that meter manifest GETs (docker.io).
-    #[arg(
-        long = "verify-platform-on-metered",
-        help_heading = "Registry",
-        long_help = "Docker Hub counts every manifest GET as a pull (HEAD is free), and the \
-kubelet's own pull follows seconds later, so on metered registries the platform check is off \
-unless this is given; the output then says the platform was not verified."
-    )]
-    pub verify_platform_on_metered: bool,
-
-    /// Registries that meter manifest GETs (repeatable; default docker.io).
-    #[arg(
-        long = "metered-registry",
-        value_name = "HOST",
-        help_heading = "Registry",
-        long_help = "Registries where every manifest GET counts as a pull (repeatable). \
-Default: docker.io. 'none' clears the list."
-    )]
-    pub metered_registry: Vec<String>,
 
     /// Overall deadline in seconds.
     #[arg(

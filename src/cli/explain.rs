@@ -45,9 +45,9 @@ pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
     };
     let keychain = super::plan::keychain(&a.resolve)?;
     let eps = hosts::endpoints(
-        a.resolve.hosts_dir.as_deref(),
+        a.resolve.registry.hosts_dir.as_deref(),
         reference.domain(),
-        &a.resolve.insecure_registry,
+        &a.resolve.registry.insecure_registry,
     )
     .map_err(|e| UsageError(e.to_string()))?;
     let is_tag = reference.digest().is_none();

@@ -60,7 +60,7 @@ pub fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
 /// exist is ignored with a warning (an inherited environment often names a host path that a
 /// scratch image doesn't have); a missing `--ca-file` is an error later, naming the file.
 pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
-    let mut files = a.ca_file.clone();
+    let mut files = a.registry.ca_file.clone();
     if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
         let f = PathBuf::from(f);
         if f.is_file() {
@@ -82,7 +82,7 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
             a.concurrency
         )));
     }
-    if let Some(d) = &a.hosts_dir
+    if let Some(d) = &a.registry.hosts_dir
         && !d.is_dir()
     {
         return Err(UsageError(format!(
@@ -92,12 +92,15 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
     }
     let plan = Plan {
         keychain: keychain(a)?,
-        hosts_dir: a.hosts_dir.clone(),
-        insecure: a.insecure_registry.clone(),
+        hosts_dir: a.registry.hosts_dir.clone(),
+        insecure: a.registry.insecure_registry.clone(),
         platform: platform_policy(a.platform.as_deref())?,
-        metered: list_or_default(&a.metered_registry, DEFAULT_METERED_REGISTRIES),
-        verify_platform_on_metered: a.verify_platform_on_metered,
-        node_credentials: list_or_default(&a.node_credentials, DEFAULT_NODE_CREDENTIAL_PATTERNS),
+        metered: list_or_default(&a.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
+        verify_platform_on_metered: a.registry.verify_platform_on_metered,
+        node_credentials: list_or_default(
+            &a.registry.node_credentials,
+            DEFAULT_NODE_CREDENTIAL_PATTERNS,
+        ),
         concurrency: a.concurrency,
         timeout,
     };
@@ -123,9 +126,9 @@ pub fn validate_hosts(a: &ResolveArgs, images: &[String]) -> Result<(), UsageErr
             continue;
         }
         let endpoints = crate::registry::hosts::endpoints(
-            a.hosts_dir.as_deref(),
+            a.registry.hosts_dir.as_deref(),
             reference.domain(),
-            &a.insecure_registry,
+            &a.registry.insecure_registry,
         )
         .map_err(|e| UsageError(e.to_string()))?;
         for ca in endpoints.iter().flat_map(|e| e.ca_files.iter()) {

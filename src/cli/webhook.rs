@@ -248,58 +248,8 @@ link-local literals and the API server stay refused."
     )]
     pub apiserver_ca_file: Option<PathBuf>,
 
-    /// containerd certs.d directory (hosts.toml: mirrors, CAs, skip_verify).
-    #[arg(
-        long = "hosts-dir",
-        value_name = "DIR",
-        help_heading = "Registry",
-        long_help = "A containerd certs.d root, as on the nodes: <host>/hosts.toml with mirrors, CAs, skip_verify and headers."
-    )]
-    pub hosts_dir: Option<PathBuf>,
-
-    /// Use plain HTTP (or skip TLS verification) for HOST[:PORT] (repeatable).
-    #[arg(
-        long = "insecure-registry",
-        value_name = "HOST[:PORT]",
-        help_heading = "Registry",
-        long_help = "Talk plain HTTP to this registry (repeatable). Only these registries, or hosts.toml entries, ever use plain HTTP."
-    )]
-    pub insecure_registry: Vec<String>,
-
-    /// Extra CA certificates (PEM) to trust for registries (repeatable).
-    #[arg(
-        long = "ca-file",
-        value_name = "FILE",
-        help_heading = "Registry",
-        long_help = "PEM file of CA certificates trusted for registries in addition to the Mozilla roots (repeatable)."
-    )]
-    pub ca_file: Vec<PathBuf>,
-
-    /// Registries whose verdict 14 passes (node credential providers); 'none' disables.
-    #[arg(
-        long = "node-credentials",
-        value_name = "PATTERN",
-        help_heading = "Registry",
-        long_help = "Registry patterns (kubelet matchImages glob syntax) where nodes pull with credential providers the webhook can't see: there 'unauthenticated' passes with a warning. Repeatable; 'none' disables; default: ECR, Artifact Registry, GCR and ACR patterns."
-    )]
-    pub node_credentials: Vec<String>,
-
-    /// Registries that meter manifest GETs (default docker.io); 'none' clears.
-    #[arg(
-        long = "metered-registry",
-        value_name = "HOST",
-        help_heading = "Registry",
-        long_help = "Registries where every manifest GET counts as a pull (repeatable; default docker.io): there the platform is not checked unless --verify-platform-on-metered. 'none' clears the list."
-    )]
-    pub metered_registry: Vec<String>,
-
-    /// Check platforms on metered registries anyway.
-    #[arg(
-        long = "verify-platform-on-metered",
-        help_heading = "Registry",
-        long_help = "Check the platform on metered registries too (one manifest GET per image per cache lifetime)."
-    )]
-    pub verify_platform_on_metered: bool,
+    #[command(flatten)]
+    pub registry: super::args::RegistryArgs,
 
     /// Deadline of one registry HTTP request, in seconds.
     #[arg(
@@ -415,7 +365,7 @@ impl WebhookArgs {
                 self.concurrency
             )));
         }
-        if let Some(d) = &self.hosts_dir
+        if let Some(d) = &self.registry.hosts_dir
             && !d.is_dir()
         {
             return Err(UsageError(format!(
@@ -464,15 +414,15 @@ impl WebhookArgs {
                 secret_ttl: seconds("--secret-cache-ttl", self.secret_cache_ttl, 3_600.0)?,
             },
             shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
-            hosts_dir: self.hosts_dir.clone(),
-            insecure: self.insecure_registry.clone(),
-            ca_files: self.ca_file.clone(),
+            hosts_dir: self.registry.hosts_dir.clone(),
+            insecure: self.registry.insecure_registry.clone(),
+            ca_files: self.registry.ca_file.clone(),
             node_credentials: list_or_default(
-                &self.node_credentials,
+                &self.registry.node_credentials,
                 DEFAULT_NODE_CREDENTIAL_PATTERNS,
             ),
-            metered: list_or_default(&self.metered_registry, DEFAULT_METERED_REGISTRIES),
-            verify_platform_on_metered: self.verify_platform_on_metered,
+            metered: list_or_default(&self.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
+            verify_platform_on_metered: self.registry.verify_platform_on_metered,
             request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
             concurrency: self.concurrency,
         })
