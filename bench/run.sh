@@ -185,8 +185,8 @@ for mode in token plain; do
   # 100 references: pullcheck takes them all in one invocation; the peers take one image
   # per invocation, so they run as the idiomatic xargs loop, sequential and 8-way.
   refs=$work/refs-$mode.txt drefs=$work/refs-$mode-docker.txt
-  one_pc="$PC check $PCF $(tr '\n' ' ' <"$refs")"
-  one_pcs="$PCS check $PCF $(tr '\n' ' ' <"$refs")"
+  one_pc="$PC check${PCF:+ $PCF} $(tr '\n' ' ' <"$refs")"
+  one_pcs="$PCS check${PCF:+ $PCF} $(tr '\n' ' ' <"$refs")"
   args=(pullcheck "$one_pc" pullcheck-static "$one_pcs")
   for t in crane regctl skopeo pullcheck; do
     base=$(cmd_for $t refs X); base=${base% X}; base=${base% docker://X}
@@ -212,8 +212,8 @@ for mode in token plain; do
   args+=("curl, 100 GETs on one connection (registry floor)" "curl -s --cacert $CA -K $floor")
   for ((i = 0; i < ${#args[@]}; i += 2)); do
     c=${args[i+1]}
-    [ "${args[i]}" = pullcheck ] && c="$PC check $PCF \$(cat $refs)  # 100 images, one process"
-    [ "${args[i]}" = pullcheck-static ] && c="$PCS check $PCF \$(cat $refs)  # 100 images, one process"
+    [ "${args[i]}" = pullcheck ] && c="$PC check${PCF:+ $PCF} \$(cat $refs)  # 100 images, one process"
+    [ "${args[i]}" = pullcheck-static ] && c="$PCS check${PCF:+ $PCF} \$(cat $refs)  # 100 images, one process"
     printf '%s\t%s\t%s\t%s\n' "$mode" "refs" "${args[i]}" "$c" >>"$work/results/commands.tsv"
   done
   hf "$mode-refs" "$R_REFS" "$W_REFS" 1 -- "${args[@]}"
