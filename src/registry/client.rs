@@ -1,11 +1,12 @@
 //! The registry client: fetch a manifest's head or body from one endpoint with one
 //! credential, authenticating the way the endpoint's challenge asks.
 //!
-//! Per endpoint, one coalesced `GET /v2/` learns the challenge (so a hundred concurrent
-//! checks don't each collect a 401 first, and registries that omit `WWW-Authenticate` on
-//! the real request, like gcr.io, still work); after that every manifest request carries
-//! its `Authorization` up front, and a present tag costs one request once the token is
-//! known.
+//! Per endpoint, the first manifest request goes out unauthenticated and its answer
+//! teaches how the endpoint authenticates (coalesced: a hundred concurrent checks wait for
+//! that one instead of each collecting a 401; a 401 without a challenge, as gcr.io sends on
+//! real requests, falls back to `GET /v2/`). After that every manifest request carries its
+//! `Authorization` up front: a present tag costs one request once the token is known, and
+//! a registry without auth one request per image.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -103,8 +104,19 @@ impl Registry {
         h
     }
 
-    /// Learn the endpoint's challenge once (coalesced across concurrent callers).
-    async fn auth_for(&self, ep: &Endpoint, deadline: Instant) -> Result<Auth, RegistryError> {
+    /// Learn how the endpoint authenticates, once per endpoint, coalesced across
+    /// concurrent callers. The first caller learns it from its own unauthenticated
+    /// manifest request (`probe`), as containerd does, instead of a separate `GET /v2/`:
+    /// a registry without auth then costs one request per image, not two. That caller
+    /// also gets the probe's response back, to use as the answer when no credential would
+    /// change it. A 401 without a usable challenge (gcr.io sends none on the real request)
+    /// falls back to the `/v2/` ping.
+    async fn learn(
+        &self,
+        ep: &Endpoint,
+        probe: &Request,
+        deadline: Instant,
+    ) -> Result<(Auth, Option<Response>), RegistryError> {
         let key = ep.base_url();
         let cell = self
             .pings
@@ -113,36 +125,46 @@ impl Registry {
             .entry(key.clone())
             .or_default()
             .clone();
-        let result = cell
-            .get_or_try_init(|| async {
-                let url = Url::parse(&format!("{}/", key.trim_end_matches('/'))).map_err(|e| {
-                    RegistryError::Protocol {
-                        url: key.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
-                let req = Request {
-                    method: Method::GET,
-                    url,
-                    headers: Self::base_headers(ep),
-                    authorization: None,
-                    tls: Self::tls(ep),
-                    body_limit: limits::MAX_ERROR_BODY_BYTES,
-                    // Only the status and the challenge matter (containerd never pings).
-                    truncate_body: true,
+        if let Some(auth) = cell.get() {
+            return Ok((auth.clone(), None));
+        }
+        let mut probed: Option<Response> = None;
+        let slot = &mut probed;
+        let auth = cell
+            .get_or_try_init(|| async move {
+                let resp = self.send(probe, deadline).await?;
+                let auth = match auth_from(&resp) {
+                    Auth::None if resp.status == 401 => self.ping(ep, deadline).await?,
+                    learned => learned,
                 };
-                let resp = with_retries(deadline, || async {
-                    let r = self.http.send(&req, deadline).await?;
-                    if matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504) {
-                        return Err(Http::status_error(&req, &r, false, false));
-                    }
-                    Ok(r)
-                })
-                .await?;
-                Ok(auth_from(&resp))
+                *slot = Some(resp);
+                Ok::<Auth, RegistryError>(auth)
             })
-            .await;
-        result.cloned()
+            .await?
+            .clone();
+        Ok((auth, probed))
+    }
+
+    /// `GET /v2/` for its challenge: only when a 401 came without one.
+    async fn ping(&self, ep: &Endpoint, deadline: Instant) -> Result<Auth, RegistryError> {
+        let key = ep.base_url();
+        let url = Url::parse(&format!("{}/", key.trim_end_matches('/'))).map_err(|e| {
+            RegistryError::Protocol {
+                url: key.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let req = Request {
+            method: Method::GET,
+            url,
+            headers: Self::base_headers(ep),
+            authorization: None,
+            tls: Self::tls(ep),
+            body_limit: limits::MAX_ERROR_BODY_BYTES,
+            // Only the status and the challenge matter.
+            truncate_body: true,
+        };
+        Ok(auth_from(&self.send(&req, deadline).await?))
     }
 
     /// The `Authorization` header for a request to `ep` for `scope` with `credential`.
@@ -231,15 +253,11 @@ impl Registry {
         })?;
         let mut headers = Self::base_headers(ep);
         headers.insert(header::ACCEPT, HeaderValue::from_static(manifest::ACCEPT));
-        let auth = self.auth_for(ep, deadline).await?;
-        let authorization = self
-            .authorization(ep, &auth, scope, credential, deadline)
-            .await?;
         let mut req = Request {
             method,
             url,
             headers,
-            authorization,
+            authorization: None,
             tls: Self::tls(ep),
             body_limit: limits::MAX_MANIFEST_BYTES,
             truncate_body: false,
@@ -247,8 +265,17 @@ impl Registry {
         let sent_cred = |req: &Request| {
             req.authorization.is_some() && credential.is_some_and(|c| !c.is_anonymous())
         };
-        let mut resp = self.send(&req, deadline).await?;
-        // The ping said no auth (or basic) but this repository wants a token: one handshake.
+        let (auth, probed) = self.learn(ep, &req, deadline).await?;
+        req.authorization = self
+            .authorization(ep, &auth, scope, credential, deadline)
+            .await?;
+        let mut resp = match probed {
+            // The unauthenticated probe is the answer when nothing would be sent with it.
+            Some(r) if req.authorization.is_none() => r,
+            _ => self.send(&req, deadline).await?,
+        };
+        // The endpoint said no auth (or basic) but this repository wants a token: one
+        // handshake.
         if resp.status == 401 && !matches!(auth, Auth::Bearer(_)) {
             let retry_auth = auth_from(&resp);
             if let Auth::Bearer(_) = retry_auth {

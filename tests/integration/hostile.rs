@@ -765,9 +765,10 @@ fn redirect_loop_is_cut() {
         .args(HEAD_FIRST)
         .expect(20, "transient", "too many redirects")
         .run();
-    // At most MAX_REDIRECTS (10) requests in one chain, like Go's client (containerd):
-    // the first and 9 hops; the 10th hop is refused. Never retried.
-    assert_eq!(manifest_requests(&reg).len(), 10, "{:?}", reg.lines());
+    // The unauthenticated probe (401), then at most MAX_REDIRECTS (10) requests in one
+    // chain, like Go's client (containerd): the first and 9 hops; the 10th hop is refused.
+    // Never retried.
+    assert_eq!(manifest_requests(&reg).len(), 11, "{:?}", reg.lines());
 }
 
 #[test]
@@ -958,9 +959,10 @@ fn token_endpoint_returning_a_ten_megabyte_token_is_transient() {
         .args(HEAD_FIRST)
         .expect(20, "transient", "token response larger than")
         .run();
-    assert!(
-        manifest_requests(&reg).is_empty(),
-        "no token, so no manifest request: {:?}",
+    assert_eq!(
+        manifest_requests(&reg).len(),
+        1,
+        "only the unauthenticated probe: no token, so no authenticated request: {:?}",
         reg.lines()
     );
 }
@@ -1099,7 +1101,8 @@ fn retry_after_an_hour_gives_up_at_once() {
         .args(HEAD_FIRST)
         .expect(20, "transient", "HTTP 429")
         .run();
-    assert_eq!(manifest_requests(&reg).len(), 1, "{:?}", reg.lines());
+    // The unauthenticated probe (401), then one HEAD answered 429: no waiting an hour.
+    assert_eq!(manifest_requests(&reg).len(), 2, "{:?}", reg.lines());
 }
 
 #[test]
@@ -1117,8 +1120,8 @@ fn server_error_storm_is_retried_a_bounded_number_of_times() {
         .run();
     assert_eq!(
         manifest_requests(&reg).len(),
-        4,
-        "MAX_ATTEMPTS HEADs: {:?}",
+        5,
+        "the probe (401), then MAX_ATTEMPTS HEADs: {:?}",
         reg.lines()
     );
 }
@@ -1197,6 +1200,8 @@ fn head_405_falls_back_to_get() {
     assert_eq!(
         manifest_requests(&reg),
         vec![
+            // The unauthenticated probe that learns the challenge (401), then with Basic.
+            format!("HEAD /v2/{REPO}/manifests/{TAG}"),
             format!("HEAD /v2/{REPO}/manifests/{TAG}"),
             format!("GET /v2/{REPO}/manifests/{TAG}")
         ]
@@ -1231,6 +1236,8 @@ fn head_without_digest_falls_back_to_get() {
     assert_eq!(
         manifest_requests(&reg),
         vec![
+            // The unauthenticated probe that learns the challenge (401), then with Basic.
+            format!("HEAD /v2/{REPO}/manifests/{TAG}"),
             format!("HEAD /v2/{REPO}/manifests/{TAG}"),
             format!("GET /v2/{REPO}/manifests/{TAG}")
         ]
@@ -1255,7 +1262,8 @@ fn head_404_is_final_even_if_get_would_succeed() {
         .run();
     assert_eq!(
         manifest_requests(&reg),
-        vec![format!("HEAD /v2/{REPO}/manifests/{TAG}")]
+        // The unauthenticated probe (401), then the HEAD with Basic (404); no GET.
+        vec![format!("HEAD /v2/{REPO}/manifests/{TAG}"); 2]
     );
 }
 
