@@ -22,7 +22,7 @@ STATE=$PULLCHECK_CLUSTER_DIR
 KF=$STATE/kubeflow
 NETNS=pcko HOST_IF=pcko-h NS_IF=pcko-n HOST_IP=10.244.229.1 NS_IP=10.244.229.2
 CERT_MNT=/tmp/k8s-webhook-server
-CRD=${PULLCHECK_PYTORCHJOB_CRD:-$ROOT/../shared/crds/kubeflow.org_pytorchjobs.yaml}
+CRD=${PULLCHECK_PYTORCHJOB_CRD:-$ROOT/tests/data/crds/kubeflow.org_pytorchjobs.yaml}
 
 log() { printf '[kubeflow] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

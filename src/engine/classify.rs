@@ -1,6 +1,7 @@
 //! Registry error → verdict: one exhaustive match, so a new error kind can't silently
 //! become exit 1. The rules follow the registry behaviour collected in
-//! shared/reference/registry-and-kubelet-facts.md §3.4 and §3.8.
+//! team's registry-and-kubelet facts (distribution-spec error codes, containerd resolver.go,
+//! registry quirks per vendor).
 
 use crate::registry::error::{Failure, RegistryError};
 use crate::verdict::Verdict;

@@ -1,7 +1,7 @@
 //! `examples/*.injected.yaml` are exactly what `inject` makes from the plain manifest beside
 //! them, and they are valid: k8s-openapi types for built-in kinds, and for CRDs the pod
 //! templates as `PodTemplateSpec` plus a structural check against the CRD's openAPIV3Schema
-//! from `../shared/crds`. `PULLCHECK_BLESS=1` rewrites the files instead of diffing.
+//! from `tests/data/crds` (copied from the team's shared CRDs, cited there). `PULLCHECK_BLESS=1` rewrites the files instead of diffing.
 
 use std::path::{Path, PathBuf};
 
@@ -135,7 +135,7 @@ fn built_in_examples_deserialize_into_k8s_openapi_types() {
 #[test]
 fn crd_examples_have_valid_pod_templates_and_match_the_crd_schema() {
     use k8s_openapi::api::core::v1::PodTemplateSpec;
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/crds");
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/crds");
     for (name, crd, templates) in [
         ("pytorchjob", "kubeflow.org_pytorchjobs.yaml", 2),
         ("jobset", "jobset.x-k8s.io_jobsets.yaml", 2),
