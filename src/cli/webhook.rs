@@ -94,7 +94,7 @@ pub struct WebhookArgs {
         value_name = "SECONDS",
         default_value_t = 10.0,
         help_heading = "Server",
-        long_help = "After SIGTERM, /readyz answers 503, the listener closes, and requests in flight get this many seconds to finish (default 10; keep it below terminationGracePeriodSeconds)."
+        long_help = "After SIGTERM, /readyz answers 503 and requests are still served for a quarter of this time (at most 2 s), each answer with Connection: close so keep-alive clients move off without losing a request; then the listener closes and requests in flight get the rest of this time to finish (default 10; keep it below terminationGracePeriodSeconds)."
     )]
     pub shutdown_grace: f64,
 

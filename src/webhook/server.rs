@@ -6,12 +6,17 @@
 //!   old one serving, and is tried again on the next tick.
 //! - Bodies above [`MAX_BODY_BYTES`] are refused with 413 before they are read when
 //!   `Content-Length` says so, and while reading otherwise.
-//! - SIGTERM (or SIGINT): `/readyz` turns 503, the listener closes and in-flight requests
-//!   finish within `--shutdown-grace`.
+//! - SIGTERM (or SIGINT): `/readyz` turns 503 and, for a short settle period
+//!   ([`settle_period`]), requests are still served but every answer carries
+//!   `Connection: close`; then the listener closes and in-flight requests finish within the
+//!   rest of `--shutdown-grace`. Closing at once would drop the requests that keep-alive
+//!   clients (the API server) have already written to an idle connection: the server closes
+//!   idle connections unread, and a POST is not retried.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -20,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 
 use super::handler::{WebhookState, admit};
 use super::review::Webhook;
@@ -118,6 +123,28 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
+/// The routes, answering with `Connection: close` once `closing` is set (after SIGTERM), so
+/// that each keep-alive connection ends right after an answer instead of being closed while
+/// a request may already be on its way.
+pub fn router_closing_when(state: Shared, closing: Arc<AtomicBool>) -> Router {
+    router(state).layer(axum::middleware::map_response(move |mut res: Response| {
+        let closing = closing.clone();
+        async move {
+            if closing.load(Ordering::SeqCst) {
+                res.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            res
+        }
+    }))
+}
+
+/// How long requests are still served (with `Connection: close`) after SIGTERM before the
+/// listener closes: a quarter of the grace period, at most 2 s.
+pub fn settle_period(grace: Duration) -> Duration {
+    (grace / 4).min(Duration::from_secs(2))
+}
+
 async fn read_pair(state: &WebhookState) -> Result<(Vec<u8>, Vec<u8>), String> {
     let c = &state.config;
     let cert = tokio::fs::read(&c.tls_cert)
@@ -194,18 +221,26 @@ pub async fn serve(state: Shared) -> Result<(), String> {
             }
         });
     }
+    let closing = Arc::new(AtomicBool::new(false));
     {
         let handle = handle.clone();
         let state = state.clone();
+        let closing = closing.clone();
         let grace = state.config.shutdown_grace;
         tokio::spawn(async move {
             shutdown_signal().await;
-            tracing::info!("shutting down: draining in-flight requests");
             state.ready.store(false, Ordering::SeqCst);
-            handle.graceful_shutdown(Some(grace));
+            closing.store(true, Ordering::SeqCst);
+            let settle = settle_period(grace);
+            tracing::info!(
+                settle_ms = settle.as_millis() as u64,
+                "shutting down: answering with Connection: close, then draining in-flight requests"
+            );
+            tokio::time::sleep(settle).await;
+            handle.graceful_shutdown(Some(grace.saturating_sub(settle)));
         });
     }
-    let app = router(state.clone());
+    let app = router_closing_when(state.clone(), closing);
     let result = axum_server::bind_rustls(state.config.listen, tls)
         .handle(handle)
         .serve(app.into_make_service())

@@ -695,6 +695,79 @@ fn certificate_files_are_reloaded_when_they_change() {
     assert_eq!(served_certificate(&wh.base), want);
 }
 
+/// Keep-alive clients that are busy when SIGTERM comes (as the API server is) get an answer
+/// to every request they wrote, the last one with `Connection: close`. Regression: the
+/// server used to close idle keep-alive connections at once, dropping a request already
+/// written to one (a POST the client can't safely retry).
+#[test]
+fn sigterm_answers_every_request_on_busy_keep_alive_connections() {
+    let wh = Webhook::start(&[]);
+    let body = serde_json::to_vec(&review("configmap-create.json", "unused")).unwrap();
+    let host = wh.base.trim_start_matches("https://").to_string();
+    let request = [
+        format!(
+            "POST /validate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body,
+    ]
+    .concat();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (host, request) = (host.clone(), request.clone());
+            std::thread::spawn(move || -> Result<usize, String> {
+                let tcp = TcpStream::connect(&host).unwrap();
+                tcp.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+                let config = support::http::client_config(Some(&fixture().ca_file)).unwrap();
+                let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+                let conn = rustls::ClientConnection::new(config, name).unwrap();
+                let mut tls = BufReader::new(rustls::StreamOwned::new(conn, tcp));
+                for answered in 0.. {
+                    let dropped = |e: String| format!("request {} dropped: {e}", answered + 1);
+                    tls.get_mut()
+                        .write_all(&request)
+                        .map_err(|e| dropped(e.to_string()))?;
+                    let (mut length, mut close, mut status) = (0usize, false, String::new());
+                    loop {
+                        let mut line = String::new();
+                        match tls.read_line(&mut line) {
+                            Ok(0) => return Err(dropped("connection closed".into())),
+                            Err(e) => return Err(dropped(e.to_string())),
+                            Ok(_) => {}
+                        }
+                        let lower = line.trim_end().to_ascii_lowercase();
+                        if lower.is_empty() {
+                            break;
+                        } else if status.is_empty() {
+                            status = lower;
+                        } else if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        } else if lower == "connection: close" {
+                            close = true;
+                        }
+                    }
+                    assert!(status.starts_with("http/1.1 200"), "{status}");
+                    let mut answer = vec![0u8; length];
+                    tls.read_exact(&mut answer)
+                        .map_err(|e| dropped(e.to_string()))?;
+                    if close {
+                        return Ok(answered + 1);
+                    }
+                }
+                unreachable!()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let status = wh.terminate();
+    for c in clients {
+        let answered = c.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+        assert!(answered > 1, "{answered}");
+    }
+    assert!(status.success(), "{status:?}");
+}
+
 #[test]
 fn sigterm_drains_the_request_in_flight() {
     let reg = start_dedicated(Mode::Anon);
