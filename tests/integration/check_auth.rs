@@ -131,7 +131,7 @@ fn legacy_dockercfg_secret_works() {
     let f = fixture();
     let dir = temp_dir();
     let path = dir.path().join(".dockercfg");
-    let auth = base64::engine::general_purpose::STANDARD.encode("alice:alice-pw");
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", ALICE.0, ALICE.1));
     std::fs::write(
         &path,
         format!(
@@ -261,8 +261,9 @@ fn fake_helper(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\nread server\necho \"$server\" >> {}\nprintf '{{\"ServerURL\":\"%s\",\"Username\":\"alice\",\"Secret\":\"alice-pw\"}}' \"$server\"\n",
-            marker.display()
+            "#!/bin/sh\nread server\necho \"$server\" >> {}\nprintf '{{\"ServerURL\":\"%s\",\"Username\":\"alice\",\"Secret\":\"{}\"}}' \"$server\"\n",
+            marker.display(),
+            ALICE.1
         ),
     )
     .unwrap();

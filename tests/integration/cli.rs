@@ -80,11 +80,13 @@ pub fn check(args: &[&str]) -> Run {
 }
 
 /// Write a `.dockerconfigjson` pull secret into `dir/<name>` with one `auths` entry per
-/// `(key, user, password)`; returns its path as a String.
+/// `(key, user, password)` (through `support::secret`: under `PULLCHECK_TEST_SENTINEL` the
+/// harness's own passwords carry the sentinel); returns its path as a String.
 pub fn pull_secret(dir: &Path, name: &str, entries: &[(&str, &str, &str)]) -> String {
     use base64::Engine;
     let mut auths = serde_json::Map::new();
     for (key, user, pass) in entries {
+        let pass = super::support::secret(pass);
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
         auths.insert(key.to_string(), serde_json::json!({ "auth": auth }));
     }

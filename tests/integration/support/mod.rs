@@ -34,7 +34,7 @@ pub mod token;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::SystemTime;
 
 use base64::Engine as _;
@@ -43,8 +43,39 @@ pub use images::{Image, ImageChild, Images, Platform};
 pub use registry::{LoggedRequest, Mode, Registry};
 pub use token::{TokenRequest, TokenServer};
 
-pub const ALICE: (&str, &str) = ("alice", "alice-pw");
-pub const BOB: (&str, &str) = ("bob", "bob-pw");
+/// `alice` / `alice-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
+pub static ALICE: LazyLock<(&str, &str)> = LazyLock::new(|| ("alice", leak(secret("alice-pw"))));
+/// `bob` / `bob-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
+pub static BOB: LazyLock<(&str, &str)> = LazyLock::new(|| ("bob", leak(secret("bob-pw"))));
+
+/// `PULLCHECK_TEST_SENTINEL`, set by `scripts/secret-hygiene.sh`: a marker every password
+/// the suite creates then carries, so the script can assert it never shows up in any
+/// output. Unset (the normal suite): passwords are exactly as written.
+pub fn sentinel() -> Option<&'static str> {
+    static S: OnceLock<Option<String>> = OnceLock::new();
+    S.get_or_init(|| {
+        std::env::var("PULLCHECK_TEST_SENTINEL")
+            .ok()
+            .filter(|s| !s.is_empty())
+    })
+    .as_deref()
+}
+
+/// A password as the tests write it into a pull secret: the harness's own `alice-pw` and
+/// `bob-pw` become `<pw>-<sentinel>` under the sentinel (what the registries and the token
+/// server then accept); any other password (a wrong one, a test's own marker) is kept as
+/// written, since tests may assert it byte for byte on the wire.
+pub fn secret(pass: &str) -> String {
+    match sentinel() {
+        Some(s) if pass == "alice-pw" || pass == "bob-pw" => format!("{pass}-{s}"),
+        _ => pass.to_string(),
+    }
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
 /// The `service` of the shared token-mode registry.
 pub const TOKEN_SERVICE: &str = "pullcheck-test-registry";
 
@@ -167,10 +198,12 @@ pub fn make_untrusted_cert(names: &[&str], not_after: SystemTime) -> (String, St
     ca.issue(names, not_after)
 }
 
-/// A fresh temporary directory (removed when dropped).
+/// A fresh temporary directory (removed when dropped; kept under the sentinel, for
+/// `scripts/secret-hygiene.sh` to scan what the tests wrote).
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("test-")
+        .disable_cleanup(sentinel().is_some())
         .tempdir_in(base_dir())
         .expect("create temp dir")
 }
@@ -180,6 +213,7 @@ pub fn temp_dir() -> tempfile::TempDir {
 pub fn write_dockerconfigjson(dir: &Path, entries: &[(&str, &str, &str)]) -> PathBuf {
     let mut auths = serde_json::Map::new();
     for (key, user, pass) in entries {
+        let pass = secret(pass);
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
         auths.insert(
             key.to_string(),

@@ -237,7 +237,7 @@ impl Registry {
     pub fn credentials(&self) -> Option<(&'static str, &'static str)> {
         match self.mode {
             Mode::Anon => None,
-            Mode::Basic | Mode::Token => Some(("alice", "alice-pw")),
+            Mode::Basic | Mode::Token => Some(*super::ALICE),
         }
     }
 

@@ -16,7 +16,10 @@ use base64::Engine as _;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 
 pub const ISSUER: &str = "pullcheck-test-token-issuer";
-pub const USERS: &[(&str, &str)] = &[("alice", "alice-pw"), ("bob", "bob-pw")];
+/// alice and bob with their passwords (`super::ALICE`, `super::BOB`).
+pub fn users() -> [(&'static str, &'static str); 2] {
+    [*super::ALICE, *super::BOB]
+}
 
 /// One request the token server answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -297,7 +300,7 @@ impl TokenServer {
         let user = match &creds {
             None => None,
             Some((u, p)) => {
-                if USERS.iter().any(|(uu, pp)| uu == u && pp == p) {
+                if users().iter().any(|(uu, pp)| uu == u && pp == p) {
                     Some(u.clone())
                 } else {
                     self.record(method, service, scopes, Some(u.clone()), 401, vec![]);
