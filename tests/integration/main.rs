@@ -1,5 +1,6 @@
 mod apiserver;
 mod check_auth;
+mod check_options;
 mod check_requests;
 mod check_transient;
 mod check_verdicts;
@@ -15,9 +16,8 @@ mod inject;
 mod k8s_examples;
 mod lint;
 mod mirrors_explain;
+mod regression;
+mod scan;
 mod scripted;
 mod support;
-mod scan;
-mod check_options;
 mod webhook;
-mod regression;
