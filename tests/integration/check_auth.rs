@@ -271,6 +271,20 @@ fn fake_helper(dir: &std::path::Path) -> std::path::PathBuf {
     marker
 }
 
+/// `pullcheck check --output json --ca-file <test CA> <args…>` with the fake helper's
+/// directory first on PATH.
+fn check_with_helper_on_path(helper_dir: &std::path::Path, args: &[&str]) -> Run {
+    let path = format!(
+        "{}:{}",
+        helper_dir.display(),
+        std::env::var("PATH").unwrap()
+    );
+    let ca = fixture().ca_file.to_string_lossy().into_owned();
+    let mut all = vec!["check", "--output", "json", "--ca-file", ca.as_str()];
+    all.extend_from_slice(args);
+    pullcheck(&all, &[("PATH", &path)])
+}
+
 #[test]
 fn docker_config_cred_helper_is_used_for_the_probe() {
     let f = fixture();
@@ -283,24 +297,10 @@ fn docker_config_cred_helper_is_used_for_the_probe() {
         format!(r#"{{"credHelpers":{{"{}":"pctest"}}}}"#, f.token.host),
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        dir.path().display(),
-        std::env::var("PATH").unwrap()
-    );
-    let ca = f.ca_file.to_string_lossy().into_owned();
-    let r = pullcheck(
-        &[
-            "check",
-            "--output",
-            "json",
-            "--ca-file",
-            &ca,
-            "--docker-config",
-            cfg.to_str().unwrap(),
-            &f.images.private.reference(&f.token),
-        ],
-        &[("PATH", &path)],
+    let image = f.images.private.reference(&f.token);
+    let r = check_with_helper_on_path(
+        dir.path(),
+        &["--docker-config", cfg.to_str().unwrap(), &image],
     );
     r.assert_code(0);
     assert_eq!(
@@ -323,25 +323,15 @@ fn a_pull_secret_never_runs_a_credential_helper() {
         ),
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        dir.path().display(),
-        std::env::var("PATH").unwrap()
-    );
-    let ca = f.ca_file.to_string_lossy().into_owned();
-    let r = pullcheck(
+    let image = f.images.private.reference(&f.token);
+    let r = check_with_helper_on_path(
+        dir.path(),
         &[
-            "check",
-            "--output",
-            "json",
-            "--ca-file",
-            &ca,
             "--no-docker-config",
             "--pull-secrets",
             secret.to_str().unwrap(),
-            &f.images.private.reference(&f.token),
+            &image,
         ],
-        &[("PATH", &path)],
     );
     r.assert_code(14);
     assert!(!marker.exists(), "the helper named by a pull secret ran");
