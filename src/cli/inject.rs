@@ -25,6 +25,15 @@ pub enum Transient {
     Ignore,
 }
 
+impl From<Transient> for TransientAction {
+    fn from(t: Transient) -> TransientAction {
+        match t {
+            Transient::Count => TransientAction::Count,
+            Transient::Ignore => TransientAction::Ignore,
+        }
+    }
+}
+
 /// Arguments of `pullcheck inject`.
 #[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
@@ -112,10 +121,7 @@ impl InjectArgs {
             memory: self.memory.clone(),
             check_args: self.check_args.clone(),
             fail_fast: self.fail_fast,
-            transient: match self.transient {
-                Transient::Count => TransientAction::Count,
-                Transient::Ignore => TransientAction::Ignore,
-            },
+            transient: self.transient.into(),
         }
     }
 }

@@ -14,12 +14,13 @@ use crate::platform::Platform;
 use crate::registry::client::Registry;
 use crate::registry::guard::{Guard, GuardPolicy};
 
-fn seconds(flag: &str, v: f64) -> Result<Duration, UsageError> {
-    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+/// A duration flag in seconds: more than 0 and at most `max`.
+pub(super) fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageError> {
+    if v.is_finite() && v > 0.0 && v <= max {
         Ok(Duration::from_secs_f64(v))
     } else {
         Err(UsageError(format!(
-            "{flag} {v}: must be more than 0 and at most 86400 seconds"
+            "{flag} {v}: must be more than 0 and at most {max} seconds"
         )))
     }
 }
@@ -35,7 +36,8 @@ pub fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError>
     }
 }
 
-fn list_or_default(given: &[String], default: &[&str]) -> Vec<String> {
+/// A repeatable list flag: the default when not given, empty for `none`.
+pub(super) fn list_or_default(given: &[String], default: &[&str]) -> Vec<String> {
     if given.iter().any(|g| g == "none") {
         vec![]
     } else if given.is_empty() {
@@ -74,8 +76,8 @@ pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
 
 /// The plan and the transport for a run.
 pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
-    let timeout = seconds("--timeout", a.timeout)?;
-    let request_timeout = seconds("--request-timeout", a.request_timeout)?;
+    let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
+    let request_timeout = seconds("--request-timeout", a.request_timeout, 86_400.0)?;
     if a.concurrency == 0 || a.concurrency > 1024 {
         return Err(UsageError(format!(
             "--concurrency {}: must be between 1 and 1024",

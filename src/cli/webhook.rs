@@ -4,15 +4,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
 use super::UsageError;
+use super::inject::Transient;
+use super::plan::{list_or_default, seconds};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
-use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image,
-};
+use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
 use crate::k8s::templates::Table;
 use crate::platform::Platform;
 use crate::registry::guard::{Guard, GuardPolicy};
@@ -30,15 +29,6 @@ pub enum ModeArg {
     Enforce,
     /// Admit them with a warning per image (the safe first rollout).
     Warn,
-}
-
-/// `--transient` for the injected podFailurePolicy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransientArg {
-    /// Count toward backoffLimit.
-    Count,
-    /// Don't count.
-    Ignore,
 }
 
 /// Addresses no registry may resolve to even when `--allow-loopback-registries` relaxes the
@@ -178,9 +168,9 @@ affinity) or kubernetes.io/os narrows the list."
     pub fail_fast: bool,
 
     /// podFailurePolicy action for pullcheck's transient code 20.
-    #[arg(long = "transient", value_enum, default_value_t = TransientArg::Count, help_heading = "Mutation",
+    #[arg(long = "transient", value_enum, default_value_t = Transient::Count, help_heading = "Mutation",
         long_help = "Rule action of the injected podFailurePolicy for pullcheck's transient code 20: count (uses a backoffLimit retry) or ignore.")]
-    pub transient: TransientArg,
+    pub transient: Transient,
 
     /// Rewrite tags to the digest they resolved to (the index digest, never a platform child).
     #[arg(
@@ -312,26 +302,6 @@ link-local literals and the API server stay refused."
     pub secret_cache_ttl: f64,
 }
 
-fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageError> {
-    if v.is_finite() && v > 0.0 && v <= max {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err(UsageError(format!(
-            "{flag} {v}: must be a number of seconds above 0 and at most {max}"
-        )))
-    }
-}
-
-fn list_or_default(given: &[String], default: &[&str]) -> Vec<String> {
-    if given.iter().any(|g| g == "none") {
-        vec![]
-    } else if given.is_empty() {
-        default.iter().map(|s| s.to_string()).collect()
-    } else {
-        given.to_vec()
-    }
-}
-
 impl WebhookArgs {
     /// The API server to read pull secrets from: `--apiserver`, else in-cluster, else none.
     fn apiserver(&self) -> Option<ApiServer> {
@@ -385,10 +355,7 @@ impl WebhookArgs {
             memory: self.inject_memory.clone(),
             check_args: self.inject_check_args.clone(),
             fail_fast: self.fail_fast,
-            transient: match self.transient {
-                TransientArg::Count => TransientAction::Count,
-                TransientArg::Ignore => TransientAction::Ignore,
-            },
+            transient: self.transient.into(),
         };
         super::inject::validate_options(&inject, "inject-")?;
         Ok(Config {
