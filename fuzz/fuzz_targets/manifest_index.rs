@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use pullcheck::manifest::{media_type_of, parse_index};
-use pullcheck::platform::{Platform, Selection, select};
+use pullcheck::manifest::{Selection, select};
+use pullcheck::platform::Platform;
 
 fn fixed() -> Vec<Platform> {
     [

@@ -1,13 +1,13 @@
-//! `pullcheck explain IMAGE`: how the image would be resolved, without contacting anything.
+//! `pullcheck explain IMAGE`: the plan `check` would execute for the image (the engine's
+//! [`crate::engine::Resolution`]), printed without contacting anything.
 //! What a person runs when a pull secret "doesn't work".
 
 use std::io::Write;
 
 use super::UsageError;
 use super::args::{ExplainArgs, Output};
-use crate::engine::PlatformPolicy;
+use crate::engine::{PlatformCheck, SkipReason};
 use crate::reference::{Reference, kubelet_image_sent_to_cri};
-use crate::registry::hosts;
 
 #[derive(serde::Serialize)]
 struct Explanation {
@@ -21,6 +21,12 @@ struct Explanation {
     endpoints: Vec<EndpointView>,
     credentials: Vec<String>,
     platform: String,
+    /// The `--node-credentials` pattern the registry matches (a 14 there passes, assumed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_credentials: Option<String>,
+    /// Why no endpoint can serve this reference, when none can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_route: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -43,17 +49,20 @@ pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
             return Ok(crate::verdict::Verdict::InvalidReference.exit_code());
         }
     };
-    let keychain = super::plan::keychain(&a.resolve)?;
-    let eps = hosts::endpoints(
-        a.resolve.registry.hosts_dir.as_deref(),
-        reference.domain(),
-        &a.resolve.registry.insecure_registry,
-    )
-    .map_err(|e| UsageError(e.to_string()))?;
-    let is_tag = reference.digest().is_none();
-    let platform = match super::plan::platform_policy(a.resolve.platform.as_deref())? {
-        PlatformPolicy::Any => "any (not checked)".to_string(),
-        PlatformPolicy::AnyOf(p) => p
+    let plan = super::plan::plan(&a.resolve)?;
+    let resolution = plan
+        .resolution(&reference, &plan.platform)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let credentials: Vec<String> = plan
+        .keychain
+        .lookup_keys(&reference.name())
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let platform = match &resolution.platform {
+        PlatformCheck::Skip(SkipReason::AnyPlatform) => "any (not checked)".to_string(),
+        PlatformCheck::Skip(reason) => format!("not checked: {reason}"),
+        PlatformCheck::Verify(p) => p
             .iter()
             .map(|p| p.to_string())
             .collect::<Vec<_>>()
@@ -67,28 +76,28 @@ pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
         manifest_reference: reference.manifest_reference(),
         kubelet_repo_to_pull: reference.name(),
         kubelet_image_sent_to_cri: kubelet_image_sent_to_cri(&a.image).unwrap_or_default(),
-        endpoints: eps
+        endpoints: resolution
+            .routes
             .iter()
-            .map(|e| EndpointView {
-                url: e.base_url(),
-                mirror: e.is_mirror,
-                capabilities: e.capabilities.names(),
-                used_for_this_reference: if is_tag {
-                    e.can_resolve_tags()
-                } else {
-                    e.capabilities.pull
-                },
-                credentials_sent: !e.is_mirror,
-                skip_verify: e.skip_verify,
-                ca_files: e.ca_files.iter().map(|p| p.display().to_string()).collect(),
+            .map(|r| EndpointView {
+                url: r.endpoint.base_url(),
+                mirror: r.endpoint.is_mirror,
+                capabilities: r.endpoint.capabilities.names(),
+                used_for_this_reference: r.used,
+                credentials_sent: r.used && r.credentials_allowed && !credentials.is_empty(),
+                skip_verify: r.endpoint.skip_verify,
+                ca_files: r
+                    .endpoint
+                    .ca_files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
             })
             .collect(),
-        credentials: keychain
-            .lookup_keys(&reference.name())
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        credentials,
         platform,
+        node_credentials: resolution.node_credentials.clone(),
+        no_route: resolution.require_route().err().map(|e| e.to_string()),
     };
     let mut out = std::io::stdout().lock();
     let text = match a.output {
@@ -142,5 +151,14 @@ fn render(ex: &Explanation) -> String {
         }
     }
     s.push_str(&format!("platform:     {}\n", ex.platform));
+    if let Some(p) = &ex.node_credentials {
+        s.push_str(&format!(
+            "node creds:   {} matches --node-credentials {p}: if no credential is accepted, check reports assumed pullable\n",
+            ex.registry
+        ));
+    }
+    if let Some(n) = &ex.no_route {
+        s.push_str(&format!("no route:     {n}: check reports transient\n"));
+    }
     s
 }

@@ -8,7 +8,8 @@ use super::UsageError;
 use super::args::ResolveArgs;
 use crate::credentials::{DockerCliConfig, Keychain, load_pull_secrets};
 use crate::engine::{
-    DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan, PlatformPolicy,
+    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
+    PlatformPolicy,
 };
 use crate::platform::Platform;
 use crate::registry::client::Registry;
@@ -74,10 +75,9 @@ pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
     files
 }
 
-/// The plan and the transport for a run.
-pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
+/// The plan for a run: every flag validated, nothing contacted.
+pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
     let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
-    let request_timeout = seconds("--request-timeout", a.request_timeout, 86_400.0)?;
     if a.concurrency == 0 || a.concurrency > 1024 {
         return Err(UsageError(format!(
             "--concurrency {}: must be between 1 and 1024",
@@ -92,7 +92,7 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
             d.display()
         )));
     }
-    let plan = Plan {
+    Ok(Plan {
         keychain: keychain(a)?,
         hosts_dir: a.registry.hosts_dir.clone(),
         insecure: a.registry.insecure_registry.clone(),
@@ -105,7 +105,14 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
         ),
         concurrency: a.concurrency,
         timeout,
-    };
+        deadline_message: DEADLINE_TIMEOUT,
+    })
+}
+
+/// The plan and the transport for a run.
+pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
+    let plan = plan(a)?;
+    let request_timeout = seconds("--request-timeout", a.request_timeout, 86_400.0)?;
     let registry = Registry::new(
         ca_files(a),
         Guard::new(GuardPolicy::default()),

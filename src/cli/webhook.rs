@@ -14,7 +14,7 @@ use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS
 use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
 use crate::k8s::templates::Table;
 use crate::platform::Platform;
-use crate::registry::guard::{Guard, GuardPolicy};
+use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
 use crate::verdict::code;
 use crate::webhook::cache::VerdictCache;
 use crate::webhook::cluster::{Cluster, in_cluster};
@@ -30,10 +30,6 @@ pub enum ModeArg {
     /// Admit them with a warning per image (the safe first rollout).
     Warn,
 }
-
-/// Addresses no registry may resolve to even when `--allow-loopback-registries` relaxes the
-/// guard: cloud metadata services.
-const METADATA_ADDRS: &[&str] = &["169.254.169.254", "fd00:ec2::254", "100.100.100.200"];
 
 /// Arguments of `pullcheck webhook`.
 #[derive(Debug, Clone, Args)]
@@ -404,15 +400,12 @@ impl WebhookArgs {
         {
             deny_addrs.push(ip);
         }
-        if self.allow_loopback_registries {
-            deny_addrs.extend(
-                METADATA_ADDRS
-                    .iter()
-                    .filter_map(|a| a.parse::<IpAddr>().ok()),
-            );
-        }
         GuardPolicy {
-            deny_special_registries: !self.allow_loopback_registries,
+            registries: if self.allow_loopback_registries {
+                Classes::ORDINARY.with(AddrClass::Loopback)
+            } else {
+                Classes::ORDINARY
+            },
             deny_hosts: self.deny_registry.clone(),
             allow_hosts: self.allow_registry.clone(),
             deny_addrs,
@@ -445,7 +438,6 @@ pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
         cluster,
         metrics,
         ready: AtomicBool::new(false),
-        refuse_special_literals: a.allow_loopback_registries,
     });
     crate::webhook::server::serve(state)
         .await

@@ -1,9 +1,9 @@
 //! Registry error → verdict: one exhaustive match, so a new error kind can't silently
-//! become exit 1. The rules follow the registry behaviour collected in
-//! team's registry-and-kubelet facts (distribution-spec error codes, containerd resolver.go,
-//! registry quirks per vendor).
+//! become exit 1. The rules follow the OCI distribution-spec error codes
+//! (`spec.md`, "Error Codes"), containerd's `core/remotes/docker/resolver.go` (a 404 moves to
+//! the next host, other errors are kept) and the vendor quirks in docs/upstream-rules.md.
 
-use crate::registry::error::{Failure, RegistryError};
+use crate::registry::error::{Failure, RegistryError, is_retryable_status};
 use crate::verdict::Verdict;
 
 /// The verdict and one-line detail for a failed request.
@@ -40,7 +40,11 @@ pub fn verdict_for(e: &RegistryError) -> (Verdict, String) {
                         "missing or private: the registry wants credentials and none matched ({e})"
                     ),
                 ),
-                408 | 429 | 500..=599 => (Verdict::Transient, format!("{e} after retries")),
+                s if is_retryable_status(*s) => {
+                    (Verdict::Transient, format!("{e} after retries"))
+                }
+                // 501, 505…: not retried, still the server's fault.
+                500..=599 => (Verdict::Transient, format!("{e}")),
                 400..=499 => (
                     Verdict::NotFound,
                     format!("registry refused the request ({e})"),

@@ -2,14 +2,48 @@
 
 use crate::verdict::Verdict;
 
+/// How the platform step ended, as the JSON schema's `platform.result` (docs/json-schema.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlatformResult {
+    /// An index entry equals the target after normalisation: every containerd pulls it.
+    Exact,
+    /// Only a containerd < 2.1 fallback matches (amd64 → 386, arm64 → arm…).
+    Fallback,
+    /// No entry matched, but one has no `platform` field, which containerd accepts.
+    NoPlatformField,
+    /// A single-platform manifest: containerd does not filter it by platform.
+    SingleManifest,
+    /// The check was skipped on purpose (`--platform any`, a metered registry).
+    NotChecked,
+    /// The index has no entry for the target.
+    Missing,
+    /// The check ended before the platform step (the manifest was not reached).
+    NotReached,
+}
+
+impl PlatformResult {
+    /// The schema's spelling, e.g. `single_manifest`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlatformResult::Exact => "exact",
+            PlatformResult::Fallback => "fallback",
+            PlatformResult::NoPlatformField => "no_platform_field",
+            PlatformResult::SingleManifest => "single_manifest",
+            PlatformResult::NotChecked => "not_checked",
+            PlatformResult::Missing => "missing",
+            PlatformResult::NotReached => "not_reached",
+        }
+    }
+}
+
 /// How the platform check ended for one image.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PlatformReport {
     /// The target(s), e.g. `linux/amd64`.
     pub target: Option<String>,
-    /// `exact`, `fallback`, `no_platform_field`, `single_manifest`, `not_checked`, `missing`,
-    /// `not_reached` (docs/json-schema.md).
-    pub result: String,
+    /// How the step ended.
+    pub result: PlatformResult,
     /// The index entry chosen.
     pub matched: Option<String>,
     /// Digest of the chosen child manifest.
@@ -23,7 +57,7 @@ impl Default for PlatformReport {
     fn default() -> Self {
         PlatformReport {
             target: None,
-            result: "not_reached".into(),
+            result: PlatformResult::NotReached,
             matched: None,
             child_digest: None,
             note: None,
@@ -45,6 +79,10 @@ pub struct Outcome {
     pub exit_code: u8,
     /// One line: why.
     pub detail: String,
+    /// True when the verdict is a pass that nothing verified: the registry matched a
+    /// `--node-credentials` pattern and answered 14 to the pod's credentials.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub assumed: bool,
     /// Resolved manifest or index digest.
     pub digest: Option<String>,
     /// Media type of what the reference resolved to.
@@ -64,13 +102,16 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub(crate) fn new(image: &str, verdict: Verdict, detail: String) -> Outcome {
+    /// An outcome with only the verdict and its detail (everything else empty): for
+    /// verdicts reached before any registry work, such as an invalid reference.
+    pub fn new(image: &str, verdict: Verdict, detail: String) -> Outcome {
         Outcome {
             image: image.to_string(),
             reference: None,
             verdict,
             exit_code: verdict.exit_code(),
             detail,
+            assumed: false,
             digest: None,
             media_type: None,
             platform: PlatformReport::default(),
@@ -80,11 +121,5 @@ impl Outcome {
             warnings: vec![],
             elapsed_ms: 0,
         }
-    }
-
-    pub(crate) fn set_verdict(&mut self, v: Verdict, detail: String) {
-        self.verdict = v;
-        self.exit_code = v.exit_code();
-        self.detail = detail;
     }
 }

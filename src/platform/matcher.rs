@@ -1,8 +1,6 @@
-//! Matching a node platform against candidates (containerd/platforms `compare.go`) and
-//! choosing an index entry (containerd `images.FilterPlatforms`).
+//! Matching a node platform against candidates (containerd/platforms `compare.go`).
 
 use super::Platform;
-use crate::manifest::{self, IndexEntry};
 
 /// A Windows `os.version` reduced to what compatibility checks use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -192,74 +190,3 @@ impl Matcher {
     }
 }
 
-/// Which index entry the node would pull, and how it was chosen ([`select`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection<'a> {
-    /// An entry whose platform equals the node's after normalisation: every containerd
-    /// version pulls it.
-    Exact(&'a IndexEntry),
-    /// An entry reached only through a `platforms.Only` fallback (amd64 → 386, arm64 → arm,
-    /// arm/v7 → v6, …): containerd < 2.1 (or ≥ 2.1 with local pull) pulls it, containerd
-    /// ≥ 2.1 with default settings does not.
-    Fallback(&'a IndexEntry),
-    /// No entry matched by platform, but this one has no `platform` field, which containerd
-    /// always accepts (`FilterPlatforms`); what it holds is decided by its own config.
-    NoPlatformField(&'a IndexEntry),
-    /// Nothing usable: `available` lists the declared platforms in index order (duplicates
-    /// and `unknown/unknown` attestation entries left out), as written in the index.
-    Missing {
-        /// The platforms the index offers.
-        available: Vec<Platform>,
-    },
-}
-
-/// Chooses the index entry the node would pull (containerd `images.FilterPlatforms` and the
-/// ordering in `images.Manifest`, core/images/handlers.go and image.go).
-///
-/// Entries whose `mediaType` is not an image manifest or index type
-/// ([`manifest::is_manifest`], [`manifest::is_index`]) are ignored (the OCI spec says unknown
-/// media types MUST be ignored), and so are `unknown/unknown` attestation entries. Precedence:
-/// [`Selection::Exact`] over [`Selection::Fallback`] over [`Selection::NoPlatformField`];
-/// among equals, the lower [`Matcher::only`] rank, then the earlier entry. Nested indexes are
-/// not walked here: a chosen child that is itself an index must be fetched and selected again.
-pub fn select<'a>(node: &Platform, entries: &'a [IndexEntry]) -> Selection<'a> {
-    let only = Matcher::only(node);
-    let strict = Matcher::only_strict(node);
-    let mut exact: Option<(usize, &IndexEntry)> = None;
-    let mut fallback: Option<(usize, &IndexEntry)> = None;
-    let mut platformless: Option<&IndexEntry> = None;
-    let mut available: Vec<Platform> = Vec::new();
-    for entry in entries {
-        if !manifest::is_manifest(&entry.media_type) && !manifest::is_index(&entry.media_type) {
-            continue;
-        }
-        let Some(platform) = &entry.platform else {
-            platformless.get_or_insert(entry);
-            continue;
-        };
-        if platform.is_unknown() {
-            continue;
-        }
-        if !available.contains(platform) {
-            available.push(platform.clone());
-        }
-        let Some(rank) = only.rank(platform) else {
-            continue;
-        };
-        let slot = if strict.matches(platform) {
-            &mut exact
-        } else {
-            &mut fallback
-        };
-        // Strictly lower rank wins, so on a tie the earlier entry stays.
-        if slot.is_none_or(|(best, _)| rank < best) {
-            *slot = Some((rank, entry));
-        }
-    }
-    match (exact, fallback, platformless) {
-        (Some((_, e)), _, _) => Selection::Exact(e),
-        (None, Some((_, e)), _) => Selection::Fallback(e),
-        (None, None, Some(e)) => Selection::NoPlatformField(e),
-        (None, None, None) => Selection::Missing { available },
-    }
-}

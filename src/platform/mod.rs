@@ -3,12 +3,12 @@
 //! This module restates the rules of `github.com/containerd/platforms` at commit `09756f5`
 //! (`platforms.go` for [`Platform::parse`] and the matcher, `database.go` for
 //! [`Platform::normalize`], `compare.go` for [`Matcher::only`], `cpuinfo_linux.go` for
-//! [`Platform::host`]) and of containerd's `core/images/handlers.go` `FilterPlatforms` for
-//! [`select`]. Two matchers matter because the node's containerd version decides which one
+//! [`Platform::host`]). Which index entry a node pulls is chosen beside
+//! the index, in the manifest module, with these matchers. Two matchers matter because the node's containerd version decides which one
 //! runs (facts §4.4): containerd 1.6–2.0 pull with [`Matcher::only`] (amd64 also accepts 386,
 //! arm64 also accepts arm/v8…v5), containerd ≥ 2.1 with default settings with
-//! [`Matcher::only_strict`] (exact normalised match). [`select`] therefore reports an exact
-//! match apart from one reached only through a fallback.
+//! [`Matcher::only_strict`] (exact normalised match), so an exact match is reported apart from
+//! one reached only through a fallback.
 
 use std::fmt;
 
@@ -47,9 +47,14 @@ pub struct Platform {
     pub os_features: Vec<String>,
 }
 
-/// Accepts `null` where a list is expected, as Go's JSON decoder does.
-fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
+/// Accepts `null` where a list is expected, as Go's `encoding/json` does (containerd reads
+/// these bodies with it).
+pub(crate) fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Why a platform string was rejected by [`Platform::parse`].
@@ -504,4 +509,4 @@ mod matcher;
 #[cfg(test)]
 mod tests;
 
-pub use matcher::{Matcher, Selection, select};
+pub use matcher::Matcher;

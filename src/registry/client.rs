@@ -17,8 +17,8 @@ use tokio::sync::OnceCell;
 use url::Url;
 
 use super::challenge::{Challenge, Scheme};
-use super::error::{Failure, RegistryError, redact_url};
-use super::guard::Guard;
+use super::error::{Failure, RegistryError, is_retryable_status, redact_url};
+use super::guard::{AddrClass, Destination, Guard};
 use super::hosts::Endpoint;
 use super::http::{Http, Request, Response};
 use super::limits;
@@ -41,12 +41,35 @@ pub struct ManifestResponse {
     pub body: Option<Vec<u8>>,
 }
 
+/// One manifest request: what to fetch, from where, with which credential, by when.
+#[derive(Debug, Clone)]
+pub struct ManifestRequest<'a> {
+    /// The endpoint (a mirror or the registry itself).
+    pub endpoint: &'a Endpoint,
+    /// The repository path on the registry (`library/busybox`).
+    pub repository: &'a str,
+    /// A tag or a digest.
+    pub reference: &'a str,
+    /// The `?ns=` value for mirrors: the reference's registry host.
+    pub ns: Option<&'a str>,
+    /// The token scope (`repository:<path>:pull`).
+    pub scope: &'a str,
+    /// HEAD or GET.
+    pub method: Method,
+    /// The credential to authenticate with, if any.
+    pub credential: Option<&'a Credential>,
+    /// The absolute deadline of the run.
+    pub deadline: Instant,
+}
+
 /// How an endpoint wants to be authenticated, learned from `GET /v2/`.
 #[derive(Debug, Clone)]
 enum Auth {
     None,
     Basic,
-    Bearer(Challenge),
+    /// A bearer challenge, and the class of the address it came from (what its realm may
+    /// be on).
+    Bearer(Challenge, AddrClass),
 }
 
 /// Shared state of all checks in one process: HTTP clients, pings, tokens.
@@ -160,6 +183,7 @@ impl Registry {
             headers: Self::base_headers(ep),
             authorization: None,
             tls: Self::tls(ep),
+            destination: Destination::Registry,
             body_limit: limits::MAX_ERROR_BODY_BYTES,
             // Only the status and the challenge matter.
             truncate_body: true,
@@ -180,7 +204,7 @@ impl Registry {
         match auth {
             Auth::None => Ok(None),
             Auth::Basic => Ok(credential.map(token::basic_header)),
-            Auth::Bearer(ch) => {
+            Auth::Bearer(ch, from) => {
                 let realm_text = ch.realm().unwrap_or_default().to_string();
                 let realm = Url::parse(&realm_text).map_err(|_| RegistryError::Protocol {
                     url: ep.base_url(),
@@ -190,7 +214,7 @@ impl Registry {
                     ),
                 })?;
                 self.guard()
-                    .admit_realm(&realm, &ep.host, ep.scheme.as_str())
+                    .admit_realm(&realm, ep.scheme.as_str(), *from)
                     .map_err(|e| RegistryError::Transport {
                         method: "GET".into(),
                         url: redact_url(&realm),
@@ -204,11 +228,17 @@ impl Registry {
                         .map_or_else(|| "anonymous".to_string(), |c| c.fingerprint()),
                 };
                 let tls = Self::tls(ep);
+                let request = token::TokenRequest {
+                    realm: &realm,
+                    challenge: ch,
+                    scope: &scopes,
+                    credential,
+                    tls: &tls,
+                    from: *from,
+                };
                 let tok = self
                     .tokens
-                    .get_or_fetch(key, || {
-                        token::fetch(&self.http, &realm, ch, &scopes, credential, &tls, deadline)
-                    })
+                    .get_or_fetch(key, || token::fetch(&self.http, &request, deadline))
                     .await?;
                 let mut v = HeaderValue::from_str(&format!("Bearer {}", tok.value.expose()))
                     .map_err(|_| RegistryError::Protocol {
@@ -221,24 +251,22 @@ impl Registry {
         }
     }
 
-    /// HEAD or GET `/v2/<repository>/manifests/<reference>` on `ep`.
+    /// HEAD or GET `/v2/<repository>/manifests/<reference>` on the request's endpoint.
     ///
-    /// `reference` is a tag or a digest; `ns` is the `?ns=` value for mirrors (the
-    /// reference's registry host); `scope` is
-    /// the token scope (`repository:<path>:pull`). `Ok` only for 2xx; every other status is
-    /// a [`RegistryError::Status`] that records whether a credential was sent.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn manifest(
-        &self,
-        ep: &Endpoint,
-        repository: &str,
-        reference: &str,
-        ns: Option<&str>,
-        scope: &str,
-        method: Method,
-        credential: Option<&Credential>,
-        deadline: Instant,
-    ) -> Result<ManifestResponse, RegistryError> {
+    /// `Ok` only for 2xx; every other status is a [`RegistryError::Status`] that records
+    /// whether a credential was sent.
+    pub async fn manifest(&self, m: &ManifestRequest<'_>) -> Result<ManifestResponse, RegistryError> {
+        let ManifestRequest {
+            endpoint: ep,
+            repository,
+            reference,
+            ns,
+            scope,
+            method,
+            credential,
+            deadline,
+        } = m;
+        let (ep, credential, deadline) = (*ep, *credential, *deadline);
         self.guard()
             .admit_registry(&ep.host)
             .map_err(|e| RegistryError::Transport {
@@ -246,7 +274,7 @@ impl Registry {
                 url: ep.base_url(),
                 failure: Failure::Guard(e.0),
             })?;
-        let url_text = ep.manifest_url(repository, reference, ns);
+        let url_text = ep.manifest_url(repository, reference, *ns);
         let url = Url::parse(&url_text).map_err(|e| RegistryError::Protocol {
             url: url_text.clone(),
             message: e.to_string(),
@@ -254,11 +282,12 @@ impl Registry {
         let mut headers = Self::base_headers(ep);
         headers.insert(header::ACCEPT, HeaderValue::from_static(manifest::ACCEPT));
         let mut req = Request {
-            method,
+            method: method.clone(),
             url,
             headers,
             authorization: None,
             tls: Self::tls(ep),
+            destination: Destination::Registry,
             body_limit: limits::MAX_MANIFEST_BYTES,
             truncate_body: false,
         };
@@ -276,9 +305,9 @@ impl Registry {
         };
         // The endpoint said no auth (or basic) but this repository wants a token: one
         // handshake.
-        if resp.status == 401 && !matches!(auth, Auth::Bearer(_)) {
+        if resp.status == 401 && !matches!(auth, Auth::Bearer(..)) {
             let retry_auth = auth_from(&resp);
-            if let Auth::Bearer(_) = retry_auth {
+            if let Auth::Bearer(..) = retry_auth {
                 req.authorization = self
                     .authorization(ep, &retry_auth, scope, credential, deadline)
                     .await?;
@@ -308,7 +337,7 @@ impl Registry {
     async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
         with_retries(deadline, || async {
             let r = self.http.send(req, deadline).await?;
-            if matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504) {
+            if is_retryable_status(r.status) {
                 return Err(Http::status_error(
                     req,
                     &r,
@@ -329,7 +358,7 @@ fn auth_from(resp: &Response) -> Auth {
     }
     let challenges = resp.challenges();
     match super::challenge::preferred(&challenges) {
-        Some(ch) if ch.scheme == Scheme::Bearer => Auth::Bearer(ch.clone()),
+        Some(ch) if ch.scheme == Scheme::Bearer => Auth::Bearer(ch.clone(), resp.from),
         Some(ch) if ch.scheme == Scheme::Basic => Auth::Basic,
         _ => Auth::None,
     }

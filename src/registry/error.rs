@@ -109,14 +109,21 @@ pub enum RegistryError {
     },
 }
 
+/// The statuses worth retrying: 408, 429, 500, 502, 503, 504 — the answers of a registry
+/// or proxy that is overloaded or restarting (go-containerregistry
+/// `pkg/v1/remote/transport/retry.go` retries the same set; containerd's docker resolver
+/// leaves retries to its callers). The one definition: the transport retries exactly
+/// these, and the engine calls them transient "after retries".
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
 impl RegistryError {
-    /// True for failures worth retrying: no response (except guard refusals), 408, 429,
-    /// 500, 502, 503, 504.
+    /// True for failures worth retrying: no response (except guard refusals, oversized
+    /// bodies and redirect loops), and [`is_retryable_status`].
     pub fn is_retryable(&self) -> bool {
         match self {
-            RegistryError::Status { status, .. } => {
-                matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
-            }
+            RegistryError::Status { status, .. } => is_retryable_status(*status),
             RegistryError::Transport { failure, .. } => !matches!(
                 failure,
                 Failure::Guard(_) | Failure::TooLarge(_) | Failure::Redirect(_)

@@ -1,31 +1,36 @@
-//! The address guard: where requests and credentials may go.
+//! The address guard: which addresses requests may reach.
 //!
-//! Rules (checked before any request leaves the process):
+//! The policy is a set of allowed [`AddrClass`]es per kind of destination, decided from the
+//! configuration and the exchange at hand, never from what earlier checks saw (a verdict
+//! must not depend on which images were checked before it in the same process):
+//! - a **registry endpoint** (the host of an image reference, or a `hosts.toml` mirror) may
+//!   be on any class the policy's [`GuardPolicy::registries`] lists: every class for the
+//!   CLI (a person may probe a local registry), ordinary addresses only for the webhook,
+//!   where image names come from whoever writes a Job;
+//! - a **referral**, a host the registry sent us to (a token realm, a redirect target), may
+//!   be on an ordinary address, or on the class of the address that referred us when the
+//!   policy allows registries there: a loopback registry may use a loopback realm, but a
+//!   public registry can't send us, or credentials, to 127.0.0.1 or 169.254.169.254, and a
+//!   loopback registry can't send us to the metadata service;
 //! - a token realm must be `https` (plain `http` only when its registry endpoint is itself
-//!   plain HTTP, i.e. configured insecure), carry no userinfo, and may point at a loopback,
-//!   link-local or cloud-metadata address only when the registry itself is on such an
-//!   address; a cloud-metadata address only ever as a registry endpoint itself, never as
-//!   a realm or redirect target of another host (a loopback registry may use a loopback
-//!   realm, but must not send us, or credentials, to 169.254.169.254);
-//! - redirects follow the same rules and never downgrade https to http;
+//!   plain HTTP), and no URL may carry userinfo; redirects never downgrade https to http
+//!   (checked where redirects are followed, hop by hop, in the HTTP layer);
 //! - names are checked on the addresses they actually resolve to, in the resolver that the
-//!   HTTP client connects with, so a DNS answer that changes between the check and the
-//!   connection (DNS rebinding) is still caught;
-//! - with [`GuardPolicy::deny_special_registries`] (the webhook), registries on those
-//!   addresses are refused too, as are hosts on the deny list or off the allow list.
+//!   HTTP client connects with ([`Guard::resolver`]), so a DNS answer that changes between
+//!   a check and the connection (DNS rebinding) is still caught; IP literals are checked
+//!   before anything is sent.
 //!
-//! Credentials are attached by [`super::client`] only to the endpoint they matched and to its
-//! validated realm; reqwest strips `Authorization` on cross-host redirects.
+//! Credentials are attached only to the endpoint they matched and to its validated realm,
+//! and dropped on a redirect to another host.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::Url;
 
-/// Address classes that a name chosen by someone else must not reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kinds of address a destination may be on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AddrClass {
     /// 127.0.0.0/8, ::1.
     Loopback,
@@ -37,6 +42,28 @@ pub enum AddrClass {
     Unspecified,
     /// Anything else.
     Ordinary,
+}
+
+impl AddrClass {
+    fn bit(self) -> u8 {
+        match self {
+            AddrClass::Loopback => 1,
+            AddrClass::LinkLocal => 2,
+            AddrClass::Metadata => 4,
+            AddrClass::Unspecified => 8,
+            AddrClass::Ordinary => 16,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            AddrClass::Loopback => "loopback",
+            AddrClass::LinkLocal => "link-local",
+            AddrClass::Metadata => "cloud metadata",
+            AddrClass::Unspecified => "unspecified",
+            AddrClass::Ordinary => "ordinary",
+        }
+    }
 }
 
 /// Classify one address.
@@ -79,13 +106,56 @@ pub fn classify(ip: IpAddr) -> AddrClass {
     }
 }
 
+/// A set of [`AddrClass`]es.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Classes(u8);
+
+impl Classes {
+    /// Ordinary addresses only.
+    pub const ORDINARY: Classes = Classes(16);
+    /// Every class.
+    pub const ALL: Classes = Classes(31);
+
+    /// This set plus `c`.
+    pub const fn with(self, c: AddrClass) -> Classes {
+        Classes(
+            self.0
+                | match c {
+                    AddrClass::Loopback => 1,
+                    AddrClass::LinkLocal => 2,
+                    AddrClass::Metadata => 4,
+                    AddrClass::Unspecified => 8,
+                    AddrClass::Ordinary => 16,
+                },
+        )
+    }
+
+    /// Whether `c` is in the set.
+    pub fn contains(self, c: AddrClass) -> bool {
+        self.0 & c.bit() != 0
+    }
+}
+
+/// Who chose a destination, which decides the classes it may be on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// A registry endpoint: named by the image reference or by `hosts.toml`.
+    Registry,
+    /// A host a response sent us to (a token realm, a redirect target); `from` is the class
+    /// of the address that response came from.
+    Referral {
+        /// Class of the referring server's address.
+        from: AddrClass,
+    },
+}
+
 /// Configuration of the guard.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GuardPolicy {
-    /// Refuse registries (not only realms) on loopback, link-local, metadata and
-    /// unspecified addresses. Off for the CLI (a person may probe a local registry), on for
-    /// the webhook, where image names come from whoever writes a Job.
-    pub deny_special_registries: bool,
+    /// Classes a registry endpoint may be on. [`Classes::ALL`] for the CLI;
+    /// [`Classes::ORDINARY`] for the webhook (plus loopback with
+    /// `--allow-loopback-registries`, for tests and kind clusters).
+    pub registries: Classes,
     /// Registry hosts (`host` or `*.domain` globs, no port) that are always refused.
     pub deny_hosts: Vec<String>,
     /// When non-empty, only these registry hosts (same syntax) may be contacted.
@@ -94,28 +164,28 @@ pub struct GuardPolicy {
     pub deny_addrs: Vec<IpAddr>,
 }
 
+impl Default for GuardPolicy {
+    /// The CLI's policy: registries anywhere, referrals by the rules above.
+    fn default() -> Self {
+        GuardPolicy {
+            registries: Classes::ALL,
+            deny_hosts: Vec::new(),
+            allow_hosts: Vec::new(),
+            deny_addrs: Vec::new(),
+        }
+    }
+}
+
 /// A refusal, with the reason in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct GuardError(pub String);
 
-/// Shared guard state; cheap to clone (one `Arc`).
+/// The guard: a policy, shared cheaply (one `Arc`). Stateless: every decision is a
+/// function of the policy and its arguments.
 #[derive(Debug, Clone)]
 pub struct Guard {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    policy: GuardPolicy,
-    /// Hosts (no port) allowed to resolve to special addresses: registry endpoints (unless
-    /// the policy forbids) and realms of registries that are themselves special.
-    special_ok: RwLock<HashSet<String>>,
-    /// Hosts whose resolution produced a special address.
-    resolved_special: RwLock<HashSet<String>>,
-    /// Hosts (no port) admitted as registry endpoints: the only hosts that may be on a
-    /// cloud-metadata address.
-    registries: RwLock<HashSet<String>>,
+    policy: Arc<GuardPolicy>,
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
@@ -138,28 +208,26 @@ impl Guard {
     /// A guard with the given policy.
     pub fn new(policy: GuardPolicy) -> Guard {
         Guard {
-            inner: Arc::new(Inner {
-                policy,
-                special_ok: RwLock::new(HashSet::new()),
-                resolved_special: RwLock::new(HashSet::new()),
-                registries: RwLock::new(HashSet::new()),
-            }),
+            policy: Arc::new(policy),
         }
     }
 
-    fn is_special_ok(&self, host: &str) -> bool {
-        self.inner
-            .special_ok
-            .read()
-            .expect("guard lock")
-            .contains(host)
+    /// The classes a destination may be on.
+    pub fn allowed(&self, destination: Destination) -> Classes {
+        match destination {
+            Destination::Registry => self.policy.registries,
+            Destination::Referral { from } if self.policy.registries.contains(from) => {
+                Classes::ORDINARY.with(from)
+            }
+            Destination::Referral { .. } => Classes::ORDINARY,
+        }
     }
 
-    /// Check a registry endpoint host (`host` or `host:port`) before contacting it, and
-    /// remember it as a registry. Errors when the policy refuses the host.
+    /// Check a registry endpoint host (`host` or `host:port`) before contacting it: the
+    /// deny and allow lists, and an IP literal's class.
     pub fn admit_registry(&self, endpoint_host: &str) -> Result<(), GuardError> {
         let host = strip_port(endpoint_host);
-        let p = &self.inner.policy;
+        let p = &self.policy;
         if p.deny_hosts.iter().any(|d| host_matches(d, &host)) {
             return Err(GuardError(format!(
                 "registry host {host} is on the deny list"
@@ -170,82 +238,36 @@ impl Guard {
                 "registry host {host} is not on the allow list"
             )));
         }
-        self.inner
-            .registries
-            .write()
-            .expect("guard lock")
-            .insert(host.clone());
         if let Ok(ip) = host.parse::<IpAddr>() {
-            self.check_ip(&host, ip, !p.deny_special_registries)?;
-        }
-        if !p.deny_special_registries {
-            self.inner
-                .special_ok
-                .write()
-                .expect("guard lock")
-                .insert(host);
+            self.check_ip(&host, ip, p.registries)?;
         }
         Ok(())
     }
 
-    fn check_ip(&self, host: &str, ip: IpAddr, special_allowed: bool) -> Result<(), GuardError> {
-        if self.inner.policy.deny_addrs.contains(&ip) {
+    fn check_ip(&self, host: &str, ip: IpAddr, allowed: Classes) -> Result<(), GuardError> {
+        if self.policy.deny_addrs.contains(&ip) {
             return Err(GuardError(format!(
                 "{host} is {ip}, which is on the deny list"
             )));
         }
         let class = classify(ip);
-        let allowed = match class {
-            AddrClass::Ordinary => true,
-            // Metadata services only when the user named one as the registry.
-            AddrClass::Metadata => {
-                special_allowed
-                    && self
-                        .inner
-                        .registries
-                        .read()
-                        .expect("guard lock")
-                        .contains(host)
-            }
-            _ => special_allowed,
-        };
-        if !allowed {
+        if !allowed.contains(class) {
             return Err(GuardError(format!(
                 "{host} is {ip}, a {} address",
-                match class {
-                    AddrClass::Loopback => "loopback",
-                    AddrClass::LinkLocal => "link-local",
-                    AddrClass::Metadata => "cloud metadata",
-                    AddrClass::Unspecified => "unspecified",
-                    AddrClass::Ordinary => "ordinary",
-                }
+                class.name()
             )));
         }
         Ok(())
     }
 
-    /// True when the registry endpoint host is itself on a special address (an IP literal,
-    /// or a name that resolved to one).
-    fn registry_is_special(&self, endpoint_host: &str) -> bool {
-        let host = strip_port(endpoint_host);
-        match host.parse::<IpAddr>() {
-            Ok(ip) => classify(ip) != AddrClass::Ordinary,
-            Err(_) => self
-                .inner
-                .resolved_special
-                .read()
-                .expect("guard lock")
-                .contains(&host),
-        }
-    }
-
-    /// Validate a token realm announced by `endpoint_host` (served over `endpoint_scheme`)
-    /// before any request or credential goes to it.
+    /// Validate a token realm announced by a registry endpoint served over
+    /// `endpoint_scheme` from an address of class `from`, before any request or credential
+    /// goes to it.
     pub fn admit_realm(
         &self,
         realm: &Url,
-        endpoint_host: &str,
         endpoint_scheme: &str,
+        from: AddrClass,
     ) -> Result<(), GuardError> {
         match realm.scheme() {
             "https" => {}
@@ -261,70 +283,41 @@ impl Guard {
         if !realm.username().is_empty() || realm.password().is_some() {
             return Err(GuardError("token realm carries userinfo".to_string()));
         }
-        let host = url_host(realm).ok_or_else(|| GuardError("token realm has no host".into()))?;
-        let special_allowed = self.registry_is_special(endpoint_host);
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            self.check_ip(&host, ip, special_allowed)?;
-        }
-        if special_allowed {
-            self.inner
-                .special_ok
-                .write()
-                .expect("guard lock")
-                .insert(host);
-        }
-        Ok(())
+        self.admit_url(realm, self.allowed(Destination::Referral { from }))
     }
 
-    /// Check any outgoing URL (registry request, token request, redirect target): no
-    /// userinfo; an IP literal must be allowed for that host.
-    pub fn admit_url(&self, url: &Url) -> Result<(), GuardError> {
+    /// Check any outgoing URL (registry request, token request, redirect target) against
+    /// `allowed`: no userinfo; an IP literal must be of an allowed class.
+    pub fn admit_url(&self, url: &Url, allowed: Classes) -> Result<(), GuardError> {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(GuardError("URL carries userinfo".to_string()));
         }
         let host = url_host(url).ok_or_else(|| GuardError("URL has no host".into()))?;
         if let Ok(ip) = host.parse::<IpAddr>() {
-            let ok = self.is_special_ok(&host);
-            self.check_ip(&host, ip, ok)?;
+            self.check_ip(&host, ip, allowed)?;
         }
         Ok(())
     }
 
-    /// Check a redirect hop from `previous` to `next`.
-    pub fn admit_redirect(&self, previous: &Url, next: &Url) -> Result<(), GuardError> {
-        if previous.scheme() == "https" && next.scheme() != "https" {
-            return Err(GuardError(format!(
-                "redirect from https to {}",
-                super::error::redact_url(next)
-            )));
-        }
-        self.admit_url(next)
-    }
-
-    /// The DNS resolver the HTTP clients connect through: resolves with the system
-    /// resolver, then drops every address this host may not reach.
-    pub fn resolver(&self) -> Arc<GuardedResolver> {
+    /// The DNS resolver for clients that may reach `allowed`: resolves with the system
+    /// resolver, then drops every address of another class.
+    pub fn resolver(&self, allowed: Classes) -> Arc<GuardedResolver> {
         Arc::new(GuardedResolver {
             guard: self.clone(),
+            allowed,
         })
     }
 
-    fn filter(&self, host: &str, addrs: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, GuardError> {
-        let special_ok = self.is_special_ok(host);
-        if addrs
-            .iter()
-            .any(|a| classify(a.ip()) != AddrClass::Ordinary)
-        {
-            self.inner
-                .resolved_special
-                .write()
-                .expect("guard lock")
-                .insert(host.to_string());
-        }
+    fn filter(
+        &self,
+        host: &str,
+        addrs: Vec<SocketAddr>,
+        allowed: Classes,
+    ) -> Result<Vec<SocketAddr>, GuardError> {
         let mut refused = None;
         let kept: Vec<SocketAddr> = addrs
             .into_iter()
-            .filter(|a| match self.check_ip(host, a.ip(), special_ok) {
+            .filter(|a| match self.check_ip(host, a.ip(), allowed) {
                 Ok(()) => true,
                 Err(e) => {
                     refused = Some(e);
@@ -354,6 +347,7 @@ fn strip_port(host_port: &str) -> String {
 #[derive(Debug)]
 pub struct GuardedResolver {
     guard: Guard,
+    allowed: Classes,
 }
 
 /// Resolution failure that names the host, so the message can say "cannot resolve".
@@ -369,6 +363,7 @@ pub struct DnsError {
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let guard = self.guard.clone();
+        let allowed = self.allowed;
         let host = name.as_str().to_ascii_lowercase();
         Box::pin(async move {
             let looked_up = tokio::net::lookup_host((host.clone(), 0)).await;
@@ -382,7 +377,7 @@ impl Resolve for GuardedResolver {
                         as Box<dyn std::error::Error + Send + Sync>);
                 }
             };
-            let kept = guard.filter(&host, addrs).map_err(Box::new)?;
+            let kept = guard.filter(&host, addrs, allowed).map_err(Box::new)?;
             Ok(Box::new(kept.into_iter()) as Addrs)
         })
     }
@@ -395,6 +390,9 @@ mod tests {
     fn url(s: &str) -> Url {
         Url::parse(s).unwrap()
     }
+
+    const LOOPBACK: AddrClass = AddrClass::Loopback;
+    const ORDINARY: AddrClass = AddrClass::Ordinary;
 
     #[test]
     fn classification() {
@@ -425,53 +423,33 @@ mod tests {
         g.admit_registry("registry.example.com").unwrap();
         // A public registry may not send us to loopback or metadata addresses.
         assert!(
-            g.admit_realm(
-                &url("https://127.0.0.1/token"),
-                "registry.example.com",
-                "https"
-            )
-            .is_err()
+            g.admit_realm(&url("https://127.0.0.1/token"), "https", ORDINARY)
+                .is_err()
         );
         assert!(
-            g.admit_realm(
-                &url("https://169.254.169.254/t"),
-                "registry.example.com",
-                "https"
-            )
-            .is_err()
+            g.admit_realm(&url("https://169.254.169.254/t"), "https", ORDINARY)
+                .is_err()
         );
         assert!(
-            g.admit_realm(
-                &url("http://auth.example.com/t"),
-                "registry.example.com",
-                "https"
-            )
-            .is_err()
+            g.admit_realm(&url("http://auth.example.com/t"), "https", ORDINARY)
+                .is_err()
         );
         assert!(
-            g.admit_realm(
-                &url("https://u:p@auth.example.com/t"),
-                "registry.example.com",
-                "https"
-            )
-            .is_err()
+            g.admit_realm(&url("https://u:p@auth.example.com/t"), "https", ORDINARY)
+                .is_err()
         );
         assert!(
-            g.admit_realm(
-                &url("https://auth.example.com/t"),
-                "registry.example.com",
-                "https"
-            )
-            .is_ok()
+            g.admit_realm(&url("https://auth.example.com/t"), "https", ORDINARY)
+                .is_ok()
         );
         // A loopback registry may use a loopback realm, and a plain-http one an http realm.
         g.admit_registry("127.0.0.1:5000").unwrap();
         assert!(
-            g.admit_realm(&url("https://127.0.0.1:5001/t"), "127.0.0.1:5000", "https")
+            g.admit_realm(&url("https://127.0.0.1:5001/t"), "https", LOOPBACK)
                 .is_ok()
         );
         assert!(
-            g.admit_realm(&url("http://127.0.0.1:5001/t"), "127.0.0.1:5000", "http")
+            g.admit_realm(&url("http://127.0.0.1:5001/t"), "http", LOOPBACK)
                 .is_ok()
         );
     }
@@ -482,43 +460,57 @@ mod tests {
         g.admit_registry("127.0.0.1:5000").unwrap();
         // A loopback registry is special, but that does not open the metadata service.
         assert!(
-            g.admit_realm(
-                &url("https://169.254.169.254/token"),
-                "127.0.0.1:5000",
-                "https"
-            )
-            .is_err()
+            g.admit_realm(&url("https://169.254.169.254/token"), "https", LOOPBACK)
+                .is_err()
         );
         assert!(
-            g.admit_realm(&url("https://[fd00:ec2::254]/t"), "127.0.0.1:5000", "https")
+            g.admit_realm(&url("https://[fd00:ec2::254]/t"), "https", LOOPBACK)
                 .is_err()
         );
         // Nor does a realm name that resolves there (rebinding).
-        g.admit_realm(&url("https://auth.example/t"), "127.0.0.1:5000", "https")
+        g.admit_realm(&url("https://auth.example/t"), "https", LOOPBACK)
             .unwrap();
         let meta = vec!["169.254.169.254:443".parse().unwrap()];
-        assert!(g.filter("auth.example", meta).is_err());
-        // Other link-local addresses follow the special-registry rule as before.
+        let referral = g.allowed(Destination::Referral { from: LOOPBACK });
+        assert!(g.filter("auth.example", meta, referral).is_err());
+        // Other special classes are not opened by a loopback registry either.
         assert!(
-            g.admit_realm(&url("https://169.254.1.1/t"), "127.0.0.1:5000", "https")
-                .is_ok()
+            g.admit_realm(&url("https://169.254.1.1/t"), "https", LOOPBACK)
+                .is_err()
         );
         // Someone who names the metadata address as the registry gets what they asked for.
         g.admit_registry("169.254.169.254").unwrap();
         assert!(
             g.admit_realm(
                 &url("https://169.254.169.254/token"),
-                "169.254.169.254",
-                "https"
+                "https",
+                AddrClass::Metadata
             )
             .is_ok()
         );
     }
 
     #[test]
+    fn verdicts_do_not_depend_on_history() {
+        // Contacting a loopback registry first must not open loopback to a realm that a
+        // public registry announces afterwards.
+        let g = Guard::new(GuardPolicy::default());
+        g.admit_registry("127.0.0.1:5000").unwrap();
+        g.admit_realm(&url("https://127.0.0.1:5001/t"), "https", LOOPBACK)
+            .unwrap();
+        assert!(
+            g.admit_realm(&url("https://127.0.0.1:5001/t"), "https", ORDINARY)
+                .is_err()
+        );
+        let lo = vec!["127.0.0.1:5001".parse().unwrap()];
+        let referral = g.allowed(Destination::Referral { from: ORDINARY });
+        assert!(g.filter("localhost", lo, referral).is_err());
+    }
+
+    #[test]
     fn webhook_policy_refuses_special_registries() {
         let g = Guard::new(GuardPolicy {
-            deny_special_registries: true,
+            registries: Classes::ORDINARY,
             ..Default::default()
         });
         assert!(g.admit_registry("169.254.169.254").is_err());
@@ -527,8 +519,23 @@ mod tests {
         assert!(g.admit_registry("ghcr.io").is_ok());
         let addrs = vec!["127.0.0.1:443".parse().unwrap()];
         assert!(
-            g.filter("ghcr.io", addrs).is_err(),
+            g.filter("ghcr.io", addrs, g.allowed(Destination::Registry))
+                .is_err(),
             "rebinding to loopback is refused"
+        );
+        // With loopback let through (tests, kind clusters), the other special classes stay
+        // refused, and so does a loopback registry's referral to the metadata service.
+        let g = Guard::new(GuardPolicy {
+            registries: Classes::ORDINARY.with(AddrClass::Loopback),
+            ..Default::default()
+        });
+        assert!(g.admit_registry("127.0.0.1:5000").is_ok());
+        assert!(g.admit_registry("169.254.169.254").is_err());
+        assert!(g.admit_registry("169.254.1.1:5000").is_err());
+        assert!(g.admit_registry("0.0.0.0:5000").is_err());
+        assert!(
+            g.admit_realm(&url("https://169.254.169.254/t"), "https", LOOPBACK)
+                .is_err()
         );
     }
 
@@ -546,22 +553,12 @@ mod tests {
     }
 
     #[test]
-    fn redirects_never_downgrade() {
-        let g = Guard::new(GuardPolicy::default());
-        assert!(
-            g.admit_redirect(&url("https://a.example/x"), &url("http://a.example/x"))
-                .is_err()
-        );
-        assert!(
-            g.admit_redirect(
-                &url("https://a.example/x"),
-                &url("https://169.254.169.254/")
-            )
-            .is_err()
-        );
-        assert!(
-            g.admit_redirect(&url("https://a.example/x"), &url("https://b.example/y"))
-                .is_ok()
-        );
+    fn deny_addrs_win_over_classes() {
+        let g = Guard::new(GuardPolicy {
+            deny_addrs: vec!["10.96.0.1".parse().unwrap()],
+            ..Default::default()
+        });
+        assert!(g.admit_registry("10.96.0.1:443").is_err());
+        assert!(g.admit_registry("10.96.0.2:443").is_ok());
     }
 }

@@ -1,16 +1,18 @@
-//! One HTTP request: guard check, deadline, size-capped body, failure classification.
-//! Retries live in [`super::retry`], authentication in [`super::client`].
+//! One HTTP exchange: guard check, redirects followed hop by hop, deadline, size-capped
+//! body, failure classification. Retries live in [`super::retry`]; authentication is the
+//! caller's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
 
 use http::{HeaderMap, HeaderValue, Method, header};
 use url::Url;
 
 use super::challenge::{self, Challenge};
 use super::error::{Failure, RegistryError, parse_diagnostics, redact_url};
-use super::guard::{DnsError, Guard, GuardError};
+use super::guard::{AddrClass, Destination, DnsError, Guard, GuardError, classify as class_of};
 use super::limits;
 use super::tls::{ClientPool, TlsProfile};
 
@@ -23,6 +25,9 @@ pub struct Response {
     pub headers: HeaderMap,
     /// Body bytes, at most the request's cap.
     pub body: Vec<u8>,
+    /// The class of the address that answered (after redirects): what a realm or a
+    /// redirect it announces may be on ([`Destination::Referral`]).
+    pub from: AddrClass,
 }
 
 impl Response {
@@ -63,6 +68,8 @@ pub struct Request {
     pub authorization: Option<HeaderValue>,
     /// Which client to use.
     pub tls: TlsProfile,
+    /// Who chose the URL: decides which address classes the first hop may reach.
+    pub destination: Destination,
     /// Body cap in bytes for 2xx responses; error bodies are capped at
     /// [`limits::MAX_ERROR_BODY_BYTES`].
     pub body_limit: usize,
@@ -101,9 +108,45 @@ impl Http {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Send once. A non-2xx status is an `Ok` response: the caller decides. `Err` means no
-    /// usable response.
+    /// Send once, following redirects. A non-2xx status is an `Ok` response: the caller
+    /// decides. `Err` means no usable response.
+    ///
+    /// Redirects are followed here rather than by reqwest so that every hop is checked for
+    /// the classes its referrer allows: the first hop for `req.destination`, each later one
+    /// as a referral from the address that sent the redirect. At most
+    /// [`limits::MAX_REDIRECTS`] requests make one chain, as Go's client (containerd's)
+    /// stops after ten. `Authorization` is dropped on a hop to another host or port.
     pub async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let shown = redact_url(&req.url);
+        let fail = |failure: Failure| RegistryError::Transport {
+            method: req.method.to_string(),
+            url: shown.clone(),
+            failure,
+        };
+        if remaining.is_zero() {
+            return Err(fail(Failure::Timeout));
+        }
+        let timeout = remaining.min(self.request_timeout);
+        let chain = async {
+            let mut hop = req.clone();
+            for _ in 0..limits::MAX_REDIRECTS {
+                let resp = self.send_hop(&hop).await?;
+                match next_hop(&hop, &resp) {
+                    Some(next) => hop = next.map_err(|f| fail(f))?,
+                    None => return Ok(resp),
+                }
+            }
+            Err(fail(Failure::Redirect("too many redirects".into())))
+        };
+        match tokio::time::timeout(timeout, chain).await {
+            Ok(r) => r,
+            Err(_) => Err(fail(Failure::Timeout)),
+        }
+    }
+
+    /// One request of a chain, redirects not followed.
+    async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
         let method = req.method.to_string();
         let shown = redact_url(&req.url);
         let fail = |failure: Failure| RegistryError::Transport {
@@ -111,18 +154,14 @@ impl Http {
             url: shown.clone(),
             failure,
         };
+        let allowed = self.guard.allowed(req.destination);
         self.guard
-            .admit_url(&req.url)
+            .admit_url(&req.url, allowed)
             .map_err(|e| fail(Failure::Guard(e.0)))?;
         let client = self
             .pool
-            .client(&req.tls)
+            .client(&req.tls, allowed)
             .map_err(|e| fail(Failure::Other(e.to_string())))?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(fail(Failure::Timeout));
-        }
-        let timeout = remaining.min(self.request_timeout);
         let mut builder = client
             .request(req.method.clone(), req.url.clone())
             .headers(req.headers.clone());
@@ -131,49 +170,47 @@ impl Http {
         }
         self.sent.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(method = %req.method, url = %shown, "request");
-        let work = async {
-            let mut resp = builder.send().await.map_err(|e| fail(classify(&e)))?;
-            let status = resp.status().as_u16();
-            let headers = resp.headers().clone();
-            let ok = (200..300).contains(&status);
-            let cap = if ok {
-                req.body_limit
-            } else {
-                limits::MAX_ERROR_BODY_BYTES
-            };
-            // Only a 2xx body that is needed whole can be too large.
-            let strict = ok && !req.truncate_body;
-            let mut body = Vec::new();
-            if req.method != Method::HEAD {
-                if let Some(len) = resp.content_length()
-                    && len > cap as u64
-                    && strict
-                {
-                    return Err(fail(Failure::TooLarge(cap)));
-                }
-                while let Some(chunk) = resp.chunk().await.map_err(|e| fail(classify(&e)))? {
-                    if body.len() + chunk.len() > cap {
-                        if strict {
-                            return Err(fail(Failure::TooLarge(cap)));
-                        }
-                        // Error and ping bodies are only diagnostics: keep what fits.
-                        body.extend_from_slice(&chunk[..cap - body.len()]);
-                        break;
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-            }
-            tracing::debug!(method = %req.method, url = %shown, status, "response");
-            Ok(Response {
-                status,
-                headers,
-                body,
-            })
+        let mut resp = builder.send().await.map_err(|e| fail(classify(&e)))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let from = resp
+            .remote_addr()
+            .map_or(AddrClass::Ordinary, |a| class_of(a.ip()));
+        let ok = (200..300).contains(&status);
+        let cap = if ok {
+            req.body_limit
+        } else {
+            limits::MAX_ERROR_BODY_BYTES
         };
-        match tokio::time::timeout(timeout, work).await {
-            Ok(r) => r,
-            Err(_) => Err(fail(Failure::Timeout)),
+        // Only a 2xx body that is needed whole can be too large.
+        let strict = ok && !req.truncate_body;
+        let mut body = Vec::new();
+        if req.method != Method::HEAD {
+            if let Some(len) = resp.content_length()
+                && len > cap as u64
+                && strict
+            {
+                return Err(fail(Failure::TooLarge(cap)));
+            }
+            while let Some(chunk) = resp.chunk().await.map_err(|e| fail(classify(&e)))? {
+                if body.len() + chunk.len() > cap {
+                    if strict {
+                        return Err(fail(Failure::TooLarge(cap)));
+                    }
+                    // Error and ping bodies are only diagnostics: keep what fits.
+                    body.extend_from_slice(&chunk[..cap - body.len()]);
+                    break;
+                }
+                body.extend_from_slice(&chunk);
+            }
         }
+        tracing::debug!(method = %req.method, url = %shown, status, "response");
+        Ok(Response {
+            status,
+            headers,
+            body,
+            from,
+        })
     }
 
     /// Turn a non-success response into a [`RegistryError::Status`].
@@ -196,6 +233,35 @@ impl Http {
     }
 }
 
+/// The request for the hop a redirect answer points to, `None` when `resp` is not a
+/// redirect that can be followed (no usable `Location`: the caller sees the 3xx), or the
+/// reason the hop is refused. 303 turns the request into a GET; HEAD stays HEAD otherwise.
+fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> {
+    if !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let next = req.url.join(resp.header("location")?).ok()?;
+    if req.url.scheme() == "https" && next.scheme() != "https" {
+        return Some(Err(Failure::Guard(format!(
+            "redirect from https to {}",
+            redact_url(&next)
+        ))));
+    }
+    let same_origin = next.host_str() == req.url.host_str()
+        && next.port_or_known_default() == req.url.port_or_known_default();
+    Some(Ok(Request {
+        method: if resp.status == 303 {
+            Method::GET
+        } else {
+            req.method.clone()
+        },
+        url: next,
+        authorization: req.authorization.clone().filter(|_| same_origin),
+        destination: Destination::Referral { from: resp.from },
+        ..req.clone()
+    }))
+}
+
 /// Map a reqwest error to a [`Failure`] by walking its source chain.
 fn classify(err: &reqwest::Error) -> Failure {
     if err.is_timeout() {
@@ -209,9 +275,6 @@ fn classify(err: &reqwest::Error) -> Failure {
         }
         if let Some(g) = e.downcast_ref::<GuardError>() {
             return Failure::Guard(g.0.clone());
-        }
-        if let Some(f) = e.downcast_ref::<Failure>() {
-            return f.clone();
         }
         if let Some(t) = e.downcast_ref::<rustls::Error>() {
             return Failure::Tls(describe_tls(t));

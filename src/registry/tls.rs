@@ -14,7 +14,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::guard::Guard;
+use super::guard::{Classes, Guard};
 use super::limits;
 
 /// What distinguishes one HTTP client from another.
@@ -65,11 +65,10 @@ pub fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 
 /// Builds and caches HTTP clients per [`TlsProfile`].
 pub struct ClientPool {
-    base_ca_files: Vec<PathBuf>,
     base_roots: Arc<RootCertStore>,
     guard: Guard,
     user_agent: String,
-    clients: Mutex<HashMap<TlsProfile, reqwest::Client>>,
+    clients: Mutex<HashMap<(TlsProfile, Classes), reqwest::Client>>,
 }
 
 impl ClientPool {
@@ -82,7 +81,6 @@ impl ClientPool {
             roots.add_parsable_certificates(load_pem(f)?);
         }
         Ok(ClientPool {
-            base_ca_files: ca_files,
             base_roots: Arc::new(roots),
             guard,
             user_agent,
@@ -90,25 +88,27 @@ impl ClientPool {
         })
     }
 
-    /// The CA files every profile trusts.
-    pub fn base_ca_files(&self) -> &[PathBuf] {
-        &self.base_ca_files
-    }
-
-    /// The client for a profile, built on first use.
-    pub fn client(&self, profile: &TlsProfile) -> Result<reqwest::Client, TlsError> {
-        if let Some(c) = self.clients.lock().expect("client pool lock").get(profile) {
+    /// The client for a profile whose connections may reach `allowed`, built on first use.
+    /// Each client resolves names through the guard for its classes, so a connection
+    /// pooled for one kind of destination is never reused for another.
+    pub fn client(
+        &self,
+        profile: &TlsProfile,
+        allowed: Classes,
+    ) -> Result<reqwest::Client, TlsError> {
+        let key = (profile.clone(), allowed);
+        if let Some(c) = self.clients.lock().expect("client pool lock").get(&key) {
             return Ok(c.clone());
         }
-        let client = self.build(profile)?;
+        let client = self.build(profile, allowed)?;
         self.clients
             .lock()
             .expect("client pool lock")
-            .insert(profile.clone(), client.clone());
+            .insert(key, client.clone());
         Ok(client)
     }
 
-    fn build(&self, profile: &TlsProfile) -> Result<reqwest::Client, TlsError> {
+    fn build(&self, profile: &TlsProfile, allowed: Classes) -> Result<reqwest::Client, TlsError> {
         let builder = rustls::ClientConfig::builder();
         let mut config = if profile.skip_verify {
             builder
@@ -123,21 +123,12 @@ impl ClientPool {
             builder.with_root_certificates(roots).with_no_client_auth()
         };
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let guard = self.guard.clone();
-        let redirect = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= limits::MAX_REDIRECTS {
-                return attempt.error(super::error::Failure::Redirect("too many redirects".into()));
-            }
-            let prev = attempt.previous().last().cloned();
-            match prev.map(|p| guard.admit_redirect(&p, attempt.url())) {
-                Some(Err(e)) => attempt.error(e),
-                _ => attempt.follow(),
-            }
-        });
         reqwest::Client::builder()
             .tls_backend_preconfigured(config)
-            .dns_resolver(self.guard.resolver())
-            .redirect(redirect)
+            .dns_resolver(self.guard.resolver(allowed))
+            // Redirects are followed hop by hop in the HTTP layer, each hop checked by the
+            // guard for the classes its referrer allows.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(limits::CONNECT_TIMEOUT)
             .user_agent(self.user_agent.clone())
             .pool_max_idle_per_host(16)
@@ -145,8 +136,6 @@ impl ClientPool {
             .map_err(|e| TlsError::Client(e.to_string()))
     }
 }
-
-impl std::error::Error for super::error::Failure {}
 
 /// Verifier for `skip_verify` endpoints: accepts any certificate, still checks signatures.
 #[derive(Debug)]

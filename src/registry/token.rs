@@ -13,6 +13,7 @@ use url::Url;
 
 use super::challenge::Challenge;
 use super::error::{Failure, RegistryError};
+use super::guard::{AddrClass, Destination};
 use super::http::{Http, Request};
 use super::limits;
 use super::retry::with_retries;
@@ -129,18 +130,37 @@ pub fn basic_header(c: &Credential) -> HeaderValue {
     v
 }
 
-/// Fetch a token from the realm in `challenge` for `scope`. The realm must already have
-/// passed the guard. Errors: token endpoint statuses (401/403 → credentials refused),
-/// transport failures, an undecodable body.
+/// What to ask a token realm for.
+pub struct TokenRequest<'a> {
+    /// The realm, already admitted by the guard.
+    pub realm: &'a Url,
+    /// The challenge that named it (`service`).
+    pub challenge: &'a Challenge,
+    /// Space-separated scopes ([`scopes`]).
+    pub scope: &'a str,
+    /// Sent as Basic auth when present and not anonymous.
+    pub credential: Option<&'a Credential>,
+    /// The registry endpoint's TLS profile.
+    pub tls: &'a TlsProfile,
+    /// The class of the registry address that announced the realm.
+    pub from: AddrClass,
+}
+
+/// Fetch a token from the realm in the challenge for the scope. Errors: token endpoint
+/// statuses (401/403 → credentials refused), transport failures, an undecodable body.
 pub async fn fetch(
     http: &Http,
-    realm: &Url,
-    challenge: &Challenge,
-    scope: &str,
-    credential: Option<&Credential>,
-    tls: &TlsProfile,
+    t: &TokenRequest<'_>,
     deadline: Instant,
 ) -> Result<Token, RegistryError> {
+    let TokenRequest {
+        realm,
+        challenge,
+        scope,
+        credential,
+        tls,
+        from,
+    } = *t;
     let mut url = realm.clone();
     {
         let mut q = url.query_pairs_mut();
@@ -158,6 +178,7 @@ pub async fn fetch(
         headers: HeaderMap::new(),
         authorization: credential.map(basic_header),
         tls: tls.clone(),
+        destination: Destination::Referral { from },
         body_limit: limits::MAX_TOKEN_BYTES,
         truncate_body: false,
     };

@@ -1,7 +1,7 @@
 //! One line per image: verdict, normalized reference, digest, platform, registry, elapsed ms,
 //! and for failures the detail.
 
-use crate::engine::Outcome;
+use crate::engine::{Outcome, PlatformResult};
 
 /// The line for one outcome (no trailing newline).
 pub fn line(o: &Outcome) -> String {
@@ -12,8 +12,8 @@ pub fn line(o: &Outcome) -> String {
     }
     if let Some(t) = &o.platform.target {
         let m = o.platform.matched.as_deref().unwrap_or("-");
-        s.push_str(&format!(" platform={t}:{}:{m}", o.platform.result));
-    } else if o.platform.result == "not_checked" {
+        s.push_str(&format!(" platform={t}:{}:{m}", o.platform.result.as_str()));
+    } else if o.platform.result == PlatformResult::NotChecked {
         s.push_str(" platform=not-checked");
     }
     if let Some(r) = &o.registry {
@@ -25,7 +25,7 @@ pub fn line(o: &Outcome) -> String {
         s.push_str(&format!(" endpoint={e}"));
     }
     s.push_str(&format!(" {}ms", o.elapsed_ms));
-    if o.verdict != crate::verdict::Verdict::Pullable || o.detail.starts_with("assumed") {
+    if o.verdict != crate::verdict::Verdict::Pullable || o.assumed {
         s.push_str(&format!(": {}", super::printable(&o.detail)));
     }
     s
@@ -40,7 +40,7 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
         .map(|w| format!("warning: {reference}: {w}"))
         .collect();
     if let Some(n) = &o.platform.note
-        && o.platform.result == "not_checked"
+        && o.platform.result == PlatformResult::NotChecked
     {
         w.push(format!("note: {reference}: {n}"));
     }

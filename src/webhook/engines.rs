@@ -37,6 +37,7 @@ pub fn build(config: &Config, guard: Guard) -> Result<Engine, String> {
         node_credentials: config.node_credentials.clone(),
         concurrency: config.concurrency,
         timeout: config.budget,
+        deadline_message: "no verdict within the webhook's budget",
     };
     Ok(Engine::new(plan, registry))
 }

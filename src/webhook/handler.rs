@@ -5,7 +5,6 @@
 //! or a hang); a decodable review without a request gets that same answer with HTTP 200, as
 //! kube-core's example does. Every other answer starts from `AdmissionResponse::from(&req)`.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -24,12 +23,11 @@ use super::engines::platforms_key;
 use super::metrics::Metrics;
 use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
 use crate::credentials::Keychain;
-use crate::engine::{Engine, Outcome, PlatformPolicy};
+use crate::engine::{Engine, PlatformPolicy};
 use crate::k8s::lint::lint_object;
 use crate::k8s::templates::{Slot, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
-use crate::registry::guard::{AddrClass, classify};
 use crate::verdict::Verdict;
 
 /// Everything a request needs, shared by all of them.
@@ -46,9 +44,6 @@ pub struct WebhookState {
     pub metrics: Arc<Metrics>,
     /// False until serving, and again once shutdown starts.
     pub ready: AtomicBool,
-    /// Refuse registries given as link-local, metadata or unspecified IP literals before
-    /// the engine sees them (on when the guard itself lets loopback through for tests).
-    pub refuse_special_literals: bool,
 }
 
 /// The time left for registry work: the answer must leave before the budget ends.
@@ -391,44 +386,6 @@ async fn resolve(
     (checks, notes)
 }
 
-/// A synthetic outcome (for refusals decided before the engine).
-fn outcome(image: &str, verdict: Verdict, detail: String) -> Outcome {
-    Outcome {
-        image: image.to_string(),
-        reference: None,
-        verdict,
-        exit_code: verdict.exit_code(),
-        detail,
-        digest: None,
-        media_type: None,
-        platform: Default::default(),
-        registry: None,
-        endpoint: None,
-        credential: None,
-        warnings: vec![],
-        elapsed_ms: 0,
-    }
-}
-
-/// Refuse a registry written as a link-local, metadata or unspecified IP literal.
-fn special_literal(reference: &Reference) -> Option<String> {
-    let domain = reference.domain();
-    let host = match domain.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => domain.rsplit_once(':').map_or(domain, |(h, _)| h),
-    };
-    let ip: IpAddr = host.parse().ok()?;
-    let class = match classify(ip) {
-        AddrClass::LinkLocal => "link-local",
-        AddrClass::Metadata => "cloud metadata",
-        AddrClass::Unspecified => "unspecified",
-        AddrClass::Loopback | AddrClass::Ordinary => return None,
-    };
-    Some(format!(
-        "blocked by pullcheck's address guard: {host} is {ip}, a {class} address"
-    ))
-}
-
 /// Resolve one image: through the verdict cache, else the shared engine with these
 /// credentials and platforms.
 async fn check_image(
@@ -452,11 +409,6 @@ async fn check_image(
             ));
         }
     };
-    if state.refuse_special_literals
-        && let Some(detail) = special_literal(&reference)
-    {
-        return Checked::Done(Box::new(outcome(image, Verdict::Denied, detail)));
-    }
     let credentials = keychain
         .lookup(&reference.name(), reference.domain())
         .await
@@ -526,18 +478,6 @@ mod tests {
             names(template_platforms(&windows, &cluster)),
             vec!["windows/amd64", "windows/arm64"]
         );
-    }
-
-    #[test]
-    fn special_literals_are_refused() {
-        let r = Reference::parse("169.254.169.254/latest/app:v1").unwrap();
-        assert!(special_literal(&r).unwrap().contains("cloud metadata"));
-        let r = Reference::parse("169.254.1.1:5000/app:v1").unwrap();
-        assert!(special_literal(&r).unwrap().contains("link-local"));
-        let r = Reference::parse("127.0.0.1:5000/app:v1").unwrap();
-        assert!(special_literal(&r).is_none());
-        let r = Reference::parse("ghcr.io/app:v1").unwrap();
-        assert!(special_literal(&r).is_none());
     }
 
     #[test]

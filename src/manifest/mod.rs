@@ -9,9 +9,12 @@
 //! values strictly). Media types: facts §3.3 (containerd `core/images/mediatypes.go`,
 //! OCI image-spec `media-types.md`).
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::platform::Platform;
+
+mod select;
+pub use select::{Selection, select};
 
 /// OCI image index (multi-platform).
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -77,13 +80,13 @@ pub struct Index {
     #[serde(rename = "mediaType", default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
     /// The child descriptors (`manifests`), in index order; absent or `null` reads as empty.
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default, deserialize_with = "crate::platform::null_as_empty")]
     pub manifests: Vec<IndexEntry>,
 }
 
 /// One child descriptor of an index.
 ///
-/// Missing fields read as empty or zero, as Go's decoder leaves them; [`crate::platform::select`]
+/// Missing fields read as empty or zero, as Go's decoder leaves them; [`select`]
 /// skips entries whose `media_type` is not a manifest or index type.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct IndexEntry {
@@ -99,11 +102,6 @@ pub struct IndexEntry {
     /// `platform`, absent for platform-less children (which containerd always accepts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
-}
-
-/// Accepts `null` where a list is expected, as Go's JSON decoder does.
-fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IndexEntry>, D::Error> {
-    Ok(Option::<Vec<IndexEntry>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Parses an index body (OCI index or Docker manifest list).

@@ -1,0 +1,113 @@
+//! The plan for one reference: which endpoints are tried in which order, which of them may
+//! receive credentials, whether the platform is checked, and whether a 14 would pass as
+//! node credentials. `check` executes it; `explain` prints it; nothing else re-derives it.
+
+use crate::platform::Platform;
+use crate::reference::Reference;
+use crate::registry::hosts::{Endpoint, HostsError};
+
+/// One endpoint of a [`Resolution`], in the order containerd tries them.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The endpoint (a mirror or the registry itself).
+    pub endpoint: Endpoint,
+    /// Whether this reference is fetched from it: tags need the `resolve` capability,
+    /// digests `pull` (containerd `core/remotes/docker/resolver.go` `Resolve`).
+    pub used: bool,
+    /// Whether the credentials that matched the reference are sent to it. Never to a
+    /// mirror on another host: deliberately stricter than containerd, which sends them to
+    /// every host it tries.
+    pub credentials_allowed: bool,
+}
+
+/// Whether the platform step runs for this reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlatformCheck {
+    /// An index must have an entry for one of these (GET the index, HEAD the child).
+    Verify(Vec<Platform>),
+    /// Not checked: HEAD only.
+    Skip(SkipReason),
+}
+
+/// Why a platform check is skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// `--platform any`.
+    AnyPlatform,
+    /// The registry counts every manifest GET as a pull (Docker Hub) and
+    /// `--verify-platform-on-metered` was not given.
+    Metered {
+        /// The registry host, e.g. `docker.io`.
+        registry: String,
+    },
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::AnyPlatform => f.write_str("--platform any"),
+            SkipReason::Metered { registry } => write!(
+                f,
+                "{registry} counts every manifest GET as a pull; pass --verify-platform-on-metered to check"
+            ),
+        }
+    }
+}
+
+/// How one reference will be resolved.
+#[derive(Debug, Clone)]
+pub struct Resolution {
+    /// The normalized reference.
+    pub reference: Reference,
+    /// Every configured endpoint, in order; only those with `used` are contacted.
+    pub routes: Vec<Route>,
+    /// The platform step.
+    pub platform: PlatformCheck,
+    /// The `--node-credentials` pattern the registry matches: there a 14 passes, assumed.
+    pub node_credentials: Option<String>,
+}
+
+impl Resolution {
+    /// The endpoints that will be contacted, in order.
+    pub fn used_routes(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter().filter(|r| r.used)
+    }
+
+    /// An error when no endpoint can serve this reference (tags need `resolve`).
+    pub fn require_route(&self) -> Result<(), PlanError> {
+        if self.used_routes().next().is_some() {
+            return Ok(());
+        }
+        Err(PlanError::NoEndpoint {
+            registry: self.reference.domain().to_string(),
+            capability: if self.reference.digest().is_none() {
+                "resolve"
+            } else {
+                "pull"
+            },
+        })
+    }
+}
+
+/// Why no plan could be made: the verdict is transient (the node's configuration may
+/// differ), and the message names the file or capability.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PlanError {
+    /// `--hosts-dir` could not be read.
+    #[error("{0}")]
+    Hosts(String),
+    /// No endpoint has the capability this reference needs.
+    #[error("no endpoint for {registry} has the {capability} capability in --hosts-dir")]
+    NoEndpoint {
+        /// The registry host.
+        registry: String,
+        /// `resolve` (tags) or `pull` (digests).
+        capability: &'static str,
+    },
+}
+
+impl From<HostsError> for PlanError {
+    fn from(e: HostsError) -> PlanError {
+        PlanError::Hosts(e.to_string())
+    }
+}

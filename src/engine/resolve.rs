@@ -1,0 +1,299 @@
+//! One credential on one endpoint: HEAD-first resolution and the platform step, as one
+//! value ([`Attempt`]) that the engine compares with the others.
+
+use std::time::Instant;
+
+use http::Method;
+
+use super::classify;
+use super::outcome::{PlatformReport, PlatformResult};
+use super::resolution::{PlatformCheck, Route};
+use crate::credentials::Credential;
+use crate::manifest::{self, Selection};
+use crate::platform::Platform;
+use crate::reference::{Digest, Reference};
+use crate::registry::client::{ManifestRequest, ManifestResponse, Registry};
+use crate::registry::error::RegistryError;
+use crate::verdict::Verdict;
+
+/// What one credential found on one endpoint.
+#[derive(Debug, Clone)]
+pub(super) struct Attempt {
+    pub verdict: Verdict,
+    pub detail: String,
+    pub digest: Option<String>,
+    pub media_type: Option<String>,
+    pub platform: PlatformReport,
+    /// The endpoint host, once one was tried.
+    pub endpoint: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Attempt {
+    /// An attempt that ended with `verdict` before anything was resolved.
+    pub fn ended(verdict: Verdict, detail: String) -> Attempt {
+        Attempt {
+            verdict,
+            detail,
+            digest: None,
+            media_type: None,
+            platform: PlatformReport::default(),
+            endpoint: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn with(mut self, verdict: Verdict, detail: impl Into<String>) -> Attempt {
+        self.verdict = verdict;
+        self.detail = detail.into();
+        self
+    }
+
+    fn failed(self, e: &RegistryError) -> Attempt {
+        let (v, detail) = classify::verdict_for(e);
+        self.with(v, detail)
+    }
+
+    fn found(self) -> Attempt {
+        self.with(Verdict::Pullable, "manifest found")
+    }
+}
+
+/// The fetches of one attempt: the registry, the reference, the endpoint, the credential
+/// and the deadline, fixed for all of its requests.
+pub(super) struct Resolver<'a> {
+    pub registry: &'a Registry,
+    pub reference: &'a Reference,
+    pub credential: Option<&'a Credential>,
+    pub deadline: Instant,
+}
+
+impl Resolver<'_> {
+    async fn fetch(
+        &self,
+        route: &Route,
+        target: &str,
+        method: Method,
+    ) -> Result<ManifestResponse, RegistryError> {
+        let ep = &route.endpoint;
+        let credential = if route.credentials_allowed {
+            self.credential
+        } else {
+            None
+        };
+        self.registry
+            .manifest(&ManifestRequest {
+                endpoint: ep,
+                repository: self.reference.path(),
+                reference: target,
+                ns: ep.is_mirror.then(|| self.reference.domain()),
+                scope: &self.reference.pull_scope(),
+                method,
+                credential,
+                deadline: self.deadline,
+            })
+            .await
+    }
+
+    /// HEAD-first resolution on one endpoint, with the platform check.
+    pub async fn on(&self, route: &Route, platform: &PlatformCheck) -> Attempt {
+        let attempt = Attempt {
+            endpoint: Some(route.endpoint.host.clone()),
+            ..Attempt::ended(Verdict::Transient, String::new())
+        };
+        let target = self.reference.manifest_reference();
+        // The platform check needs the index body: GET at once rather than HEAD then GET.
+        let first = match platform {
+            PlatformCheck::Verify(_) => Method::GET,
+            PlatformCheck::Skip(_) => Method::HEAD,
+        };
+        let mut resp = self.fetch(route, &target, first.clone()).await;
+        if first == Method::HEAD {
+            let need_get = match &resp {
+                Err(e) => e.status() == Some(405),
+                Ok(r) => r.digest.is_none(),
+            };
+            if need_get {
+                resp = self.fetch(route, &target, Method::GET).await;
+            }
+        }
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => return attempt.failed(&e),
+        };
+        let digest = match verified_digest(self.reference, &resp) {
+            Ok(d) => d,
+            Err(detail) => return attempt.with(Verdict::NotFound, detail),
+        };
+        let attempt = Attempt {
+            digest: Some(digest),
+            media_type: resp.media_type.clone(),
+            ..attempt
+        };
+        let targets = match platform {
+            PlatformCheck::Skip(reason) => {
+                return Attempt {
+                    platform: PlatformReport {
+                        result: PlatformResult::NotChecked,
+                        note: Some(format!("platform not verified: {reason}")),
+                        ..Default::default()
+                    },
+                    ..attempt
+                }
+                .found();
+            }
+            PlatformCheck::Verify(t) => t,
+        };
+        let target_text = targets
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        if !resp.media_type.as_deref().is_some_and(manifest::is_index) {
+            return Attempt {
+                platform: PlatformReport {
+                    target: Some(target_text),
+                    result: PlatformResult::SingleManifest,
+                    note: Some(
+                        "single-platform manifest: containerd does not filter it by platform"
+                            .into(),
+                    ),
+                    ..Default::default()
+                },
+                ..attempt
+            }
+            .found();
+        }
+        self.index(route, &resp, targets, target_text, attempt)
+            .await
+    }
+
+    /// The platform step on an index: choose the child the node pulls, then HEAD it.
+    async fn index(
+        &self,
+        route: &Route,
+        resp: &ManifestResponse,
+        targets: &[Platform],
+        target_text: String,
+        attempt: Attempt,
+    ) -> Attempt {
+        let body = resp.body.as_deref().unwrap_or_default();
+        let index = match manifest::parse_index(body) {
+            Ok(i) => i,
+            Err(e) => {
+                return attempt.with(
+                    Verdict::NotFound,
+                    format!("index could not be decoded: {e}"),
+                );
+            }
+        };
+        let mut missing_available = Vec::new();
+        for t in targets {
+            let (entry, result, note) = match manifest::select(t, &index.manifests) {
+                Selection::Exact(e) => (e, PlatformResult::Exact, None),
+                Selection::Fallback(e) => (
+                    e,
+                    PlatformResult::Fallback,
+                    Some(format!(
+                        "only a fallback platform matches {t}: containerd < 2.1 pulls it, containerd >= 2.1 with default settings does not"
+                    )),
+                ),
+                Selection::NoPlatformField(e) => (
+                    e,
+                    PlatformResult::NoPlatformField,
+                    Some("index entry without a platform field matches any platform".to_string()),
+                ),
+                Selection::Missing { available } => {
+                    missing_available = available;
+                    continue;
+                }
+            };
+            let mut attempt = Attempt {
+                platform: PlatformReport {
+                    target: Some(target_text.clone()),
+                    result,
+                    matched: entry.platform.as_ref().map(|p| p.to_string()),
+                    child_digest: Some(entry.digest.clone()),
+                    note: note.clone(),
+                },
+                ..attempt
+            };
+            attempt.warnings.extend(note);
+            // The chosen child must exist too: HEAD by digest (pull capability suffices).
+            return match self.fetch(route, &entry.digest, Method::HEAD).await {
+                Ok(_) => attempt.found(),
+                Err(e) => {
+                    let (v, detail) = classify::verdict_for(&e);
+                    let detail = format!(
+                        "index entry for {} ({}) : {detail}",
+                        entry
+                            .platform
+                            .as_ref()
+                            .map(|p| p.to_string())
+                            .unwrap_or_else(|| "any platform".into()),
+                        entry.digest
+                    );
+                    attempt.with(v, detail)
+                }
+            };
+        }
+        let available = missing_available
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let detail = format!(
+            "index has no entry for {target_text} (available: {})",
+            if available.is_empty() {
+                "none"
+            } else {
+                &available
+            }
+        );
+        Attempt {
+            platform: PlatformReport {
+                target: Some(target_text),
+                result: PlatformResult::Missing,
+                ..Default::default()
+            },
+            ..attempt
+        }
+        .with(Verdict::PlatformMissing, detail)
+    }
+}
+
+/// The digest of what the reference resolved to, verified where the body allows it.
+fn verified_digest(reference: &Reference, resp: &ManifestResponse) -> Result<String, String> {
+    let header = resp
+        .digest
+        .as_deref()
+        .map(Digest::parse)
+        .transpose()
+        .map_err(|e| format!("registry sent an invalid Docker-Content-Digest: {e}"))?;
+    if let Some(body) = &resp.body {
+        if let Some(h) = &header
+            && !h.verify(body)
+        {
+            return Err(format!(
+                "manifest content does not match its Docker-Content-Digest {h}"
+            ));
+        }
+        if let Some(want) = reference.digest()
+            && !want.verify(body)
+        {
+            return Err(format!(
+                "manifest content does not match the requested digest {want}"
+            ));
+        }
+    } else if let (Some(want), Some(h)) = (reference.digest(), &header)
+        && want != h
+    {
+        return Err(format!("registry answered digest {h} for requested {want}"));
+    }
+    match (header, &resp.body, reference.digest()) {
+        (Some(h), _, _) => Ok(h.to_string()),
+        (None, _, Some(want)) => Ok(want.to_string()),
+        (None, Some(body), None) => Ok(Digest::sha256_of(body).to_string()),
+        (None, None, None) => Err("registry sent neither a digest nor a body".into()),
+    }
+}
