@@ -31,7 +31,7 @@ use super::secret::Secret;
 /// One registry entry of a docker config: the only fields the kubelet reads.
 ///
 /// `identitytoken`, `registrytoken` and `serveraddress` are ignored, as in the kubelet
-/// (facts §2.2). When `auth` is present and non-empty it overrides `username` and
+/// (kubelet `pkg/credentialprovider/config.go` `DockerConfigEntry.UnmarshalJSON`). When `auth` is present and non-empty it overrides `username` and
 /// `password`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DockerConfigEntry {

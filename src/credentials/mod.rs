@@ -1,7 +1,8 @@
 //! Credentials: which username/password pairs the kubelet would try for an image, in the
 //! order it would try them.
 //!
-//! Sources, in order (facts §2.1):
+//! Sources, in order (kubelet `pkg/kubelet/images/image_manager.go`
+//! `makeLookupPullCredentialsFunc`, `pkg/credentialprovider/keyring.go`):
 //! 1. **Pull secrets** ([`load_pull_secrets`]): every secret merged into one kubelet
 //!    keyring ([`Keyring`], a port of `BasicDockerKeyring` from kubernetes
 //!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`.
@@ -64,7 +65,8 @@ impl Credential {
     }
 
     /// True if both username and password are empty. containerd pulls anonymously with
-    /// such an entry (facts §2.6–2.7), but it still counts as one attempt.
+    /// such an entry (kubelet `pkg/kubelet/kuberuntime/kuberuntime_image.go` `PullImage`; containerd
+    /// `internal/cri/server/images/image_pull.go` `ParseAuth`), but it still counts as one attempt.
     pub fn is_anonymous(&self) -> bool {
         self.username.is_empty() && self.password.is_empty()
     }

@@ -1,7 +1,8 @@
 //! Registry error → verdict: one exhaustive match, so a new error kind can't silently
 //! become exit 1. The rules follow the OCI distribution-spec error codes
 //! (`spec.md`, "Error Codes"), containerd's `core/remotes/docker/resolver.go` (a 404 moves to
-//! the next host, other errors are kept) and the vendor quirks in docs/upstream-rules.md.
+//! the next host, other errors are kept) and the vendor behaviour README's notes on the verdicts
+//! list (Docker Hub, ECR and Harbor answer 401 for repositories that don't exist).
 
 use crate::registry::error::{Failure, RegistryError, is_retryable_status};
 use crate::verdict::Verdict;
@@ -40,9 +41,7 @@ pub fn verdict_for(e: &RegistryError) -> (Verdict, String) {
                         "missing or private: the registry wants credentials and none matched ({e})"
                     ),
                 ),
-                s if is_retryable_status(*s) => {
-                    (Verdict::Transient, format!("{e} after retries"))
-                }
+                s if is_retryable_status(*s) => (Verdict::Transient, format!("{e} after retries")),
                 // 501, 505…: not retried, still the server's fault.
                 500..=599 => (Verdict::Transient, format!("{e}")),
                 400..=499 => (
@@ -69,5 +68,47 @@ pub fn verdict_for(e: &RegistryError) -> (Verdict, String) {
             | Failure::Other(_) => (Verdict::Transient, format!("{e}")),
         },
         RegistryError::Protocol { .. } => (Verdict::Transient, format!("{e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> RegistryError {
+        RegistryError::Status {
+            method: "HEAD".into(),
+            url: "https://r.example/v2/app/manifests/v1".into(),
+            status: code,
+            diagnostics: vec![],
+            challenges: vec![],
+            retry_after: None,
+            credential_sent: false,
+            from_token_endpoint: false,
+        }
+    }
+
+    #[test]
+    fn only_retried_statuses_say_after_retries() {
+        assert_eq!(
+            verdict_for(&status(503)),
+            (
+                Verdict::Transient,
+                "HEAD https://r.example/v2/app/manifests/v1: HTTP 503 (HEAD has no body) after retries"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            verdict_for(&status(501)),
+            (
+                Verdict::Transient,
+                "HEAD https://r.example/v2/app/manifests/v1: HTTP 501 (HEAD has no body)"
+                    .to_string()
+            )
+        );
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(crate::registry::error::is_retryable_status(s), "{s}");
+        }
+        assert!(!crate::registry::error::is_retryable_status(501));
     }
 }

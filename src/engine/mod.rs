@@ -19,7 +19,8 @@ mod resolve;
 
 pub use outcome::{Outcome, PlatformReport, PlatformResult};
 pub use plan::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan, PlatformPolicy,
+    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
+    PlatformPolicy,
 };
 pub use resolution::{PlanError, PlatformCheck, Resolution, Route, SkipReason};
 
@@ -104,11 +105,7 @@ impl Engine {
         .await
         {
             Ok(o) => o,
-            Err(_) => Outcome::new(
-                image,
-                Verdict::Transient,
-                self.plan.deadline_message.into(),
-            ),
+            Err(_) => Outcome::new(image, Verdict::Transient, self.plan.deadline_message.into()),
         };
         out.elapsed_ms = started.elapsed().as_millis() as u64;
         out
@@ -145,10 +142,12 @@ impl Engine {
             .and_then(|p| p.require_route().map(|()| p))
         {
             Ok(p) => p,
-            Err(e) => return Outcome {
-                detail: e.to_string(),
-                ..base
-            },
+            Err(e) => {
+                return Outcome {
+                    detail: e.to_string(),
+                    ..base
+                };
+            }
         };
         let credentials = keychain.lookup(&reference.name(), reference.domain()).await;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
@@ -158,9 +157,7 @@ impl Engine {
         };
         let mut best: Option<(Attempt, Option<&Credential>)> = None;
         for credential in attempts {
-            let attempt = self
-                .try_routes(&plan, credential, deadline)
-                .await;
+            let attempt = self.try_routes(&plan, credential, deadline).await;
             if attempt.verdict == Verdict::Pullable {
                 return outcome(base, attempt, credential);
             }
@@ -181,7 +178,8 @@ impl Engine {
             ));
             out.verdict = Verdict::Pullable;
             out.exit_code = Verdict::Pullable.exit_code();
-            out.detail = "assumed pullable: registry uses node credentials (--node-credentials)".into();
+            out.detail =
+                "assumed pullable: registry uses node credentials (--node-credentials)".into();
             out.assumed = true;
         }
         out

@@ -71,7 +71,11 @@ impl Plan {
         reference: &Reference,
         platform: &PlatformPolicy,
     ) -> Result<Resolution, PlanError> {
-        let all = hosts::endpoints(self.hosts_dir.as_deref(), reference.domain(), &self.insecure)?;
+        let all = hosts::endpoints(
+            self.hosts_dir.as_deref(),
+            reference.domain(),
+            &self.insecure,
+        )?;
         let is_tag = reference.digest().is_none();
         let routes = all
             .into_iter()

@@ -6,8 +6,8 @@
 //! list (identical shapes for these fields), must ignore unknown fields and tolerate missing
 //! or `null` ones the way Go's `encoding/json` does in containerd, and must not reject a body
 //! over a field the checker never looks at (oci-spec validates required fields and enum
-//! values strictly). Media types: facts §3.3 (containerd `core/images/mediatypes.go`,
-//! OCI image-spec `media-types.md`).
+//! values strictly). Media types: containerd `core/images/mediatypes.go` and the
+//! OCI image-spec `media-types.md`.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,8 @@ pub const DOCKER_MANIFEST_V1: &str = "application/vnd.docker.distribution.manife
 /// types are added before `*/*` so that registries which serve schema 1 only when it is named
 /// still answer with a type (the checker then reports it; containerd ≥ 2.0 refuses it).
 /// Leaving out the index types would let some registries substitute a single-platform
-/// manifest for a multi-platform tag (facts §3.3).
+/// manifest for a multi-platform tag (distribution's `registry/handlers/manifests.go`
+/// `GetManifest` answers a client that accepts no list type with the linux/amd64 child).
 pub const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, \
 application/vnd.docker.distribution.manifest.list.v2+json, \
 application/vnd.oci.image.manifest.v1+json, \

@@ -86,125 +86,125 @@ mod tests {
         Platform::parse(s).unwrap()
     }
 
-fn entry(digest: &str, platform: Option<&str>) -> IndexEntry {
-    IndexEntry {
-        media_type: OCI_MANIFEST.into(),
-        digest: digest.into(),
-        size: 1,
-        platform: platform.map(p),
+    fn entry(digest: &str, platform: Option<&str>) -> IndexEntry {
+        IndexEntry {
+            media_type: OCI_MANIFEST.into(),
+            digest: digest.into(),
+            size: 1,
+            platform: platform.map(p),
+        }
     }
-}
 
-#[test]
-fn select_exact_beats_fallback_and_rank_then_order() {
-    let entries = [
-        entry("sha256:386", Some("linux/386")),
-        entry("sha256:a1", Some("linux/amd64")),
-        entry("sha256:a2", Some("linux/amd64/v1")),
-    ];
-    assert_eq!(
-        select(&p("linux/amd64"), &entries),
-        Selection::Exact(&entries[1])
-    );
-    let entries = [
-        entry("sha256:v2", Some("linux/amd64/v2")),
-        entry("sha256:v3", Some("linux/amd64/v3")),
-    ];
-    // A v3 node: both are fallbacks; v2 ranks above plain amd64, v3 is exact.
-    assert_eq!(
-        select(&p("linux/amd64/v3"), &entries),
-        Selection::Exact(&entries[1])
-    );
-    let entries = [
-        entry("sha256:386", Some("linux/386")),
-        entry("sha256:v1", Some("linux/amd64")),
-        entry("sha256:v2", Some("linux/amd64/v2")),
-    ];
-    assert_eq!(
-        select(&p("linux/amd64/v4"), &entries),
-        Selection::Fallback(&entries[2])
-    );
-}
+    #[test]
+    fn select_exact_beats_fallback_and_rank_then_order() {
+        let entries = [
+            entry("sha256:386", Some("linux/386")),
+            entry("sha256:a1", Some("linux/amd64")),
+            entry("sha256:a2", Some("linux/amd64/v1")),
+        ];
+        assert_eq!(
+            select(&p("linux/amd64"), &entries),
+            Selection::Exact(&entries[1])
+        );
+        let entries = [
+            entry("sha256:v2", Some("linux/amd64/v2")),
+            entry("sha256:v3", Some("linux/amd64/v3")),
+        ];
+        // A v3 node: both are fallbacks; v2 ranks above plain amd64, v3 is exact.
+        assert_eq!(
+            select(&p("linux/amd64/v3"), &entries),
+            Selection::Exact(&entries[1])
+        );
+        let entries = [
+            entry("sha256:386", Some("linux/386")),
+            entry("sha256:v1", Some("linux/amd64")),
+            entry("sha256:v2", Some("linux/amd64/v2")),
+        ];
+        assert_eq!(
+            select(&p("linux/amd64/v4"), &entries),
+            Selection::Fallback(&entries[2])
+        );
+    }
 
-#[test]
-fn select_fallbacks() {
-    let only386 = [
-        entry("sha256:386", Some("linux/386")),
-        entry("sha256:arm", Some("linux/arm/v7")),
-    ];
-    assert_eq!(
-        select(&p("linux/amd64"), &only386),
-        Selection::Fallback(&only386[0])
-    );
-    let arm = [
-        entry("sha256:v6", Some("linux/arm/v6")),
-        entry("sha256:v7", Some("linux/arm/v7")),
-        entry("sha256:amd", Some("linux/amd64")),
-    ];
-    assert_eq!(
-        select(&p("linux/arm64"), &arm),
-        Selection::Fallback(&arm[1])
-    );
-    assert_eq!(
-        select(&p("linux/arm64/v8"), &arm),
-        Selection::Fallback(&arm[1])
-    );
-}
+    #[test]
+    fn select_fallbacks() {
+        let only386 = [
+            entry("sha256:386", Some("linux/386")),
+            entry("sha256:arm", Some("linux/arm/v7")),
+        ];
+        assert_eq!(
+            select(&p("linux/amd64"), &only386),
+            Selection::Fallback(&only386[0])
+        );
+        let arm = [
+            entry("sha256:v6", Some("linux/arm/v6")),
+            entry("sha256:v7", Some("linux/arm/v7")),
+            entry("sha256:amd", Some("linux/amd64")),
+        ];
+        assert_eq!(
+            select(&p("linux/arm64"), &arm),
+            Selection::Fallback(&arm[1])
+        );
+        assert_eq!(
+            select(&p("linux/arm64/v8"), &arm),
+            Selection::Fallback(&arm[1])
+        );
+    }
 
-#[test]
-fn select_platformless_and_ignored_entries() {
-    let mut attestation = entry("sha256:att", Some("unknown/unknown"));
-    attestation.platform = Some(Platform::new("unknown", "unknown", ""));
-    let mut foreign = entry("sha256:sig", Some("linux/arm64"));
-    foreign.media_type = "application/vnd.example.signature+json".into();
-    let entries = [
-        attestation.clone(),
-        foreign.clone(),
-        entry("sha256:amd", Some("linux/amd64")),
-        entry("sha256:bare", None),
-    ];
-    assert_eq!(
-        select(&p("linux/arm64"), &entries),
-        Selection::NoPlatformField(&entries[3])
-    );
-    // A fallback match still beats a platform-less entry.
-    let entries = [
-        entry("sha256:bare", None),
-        entry("sha256:386", Some("linux/386")),
-    ];
-    assert_eq!(
-        select(&p("linux/amd64"), &entries),
-        Selection::Fallback(&entries[1])
-    );
-    // A nested index counts as a candidate too.
-    let mut nested = entry("sha256:idx", Some("linux/arm64"));
-    nested.media_type = OCI_INDEX.into();
-    let entries = [nested, attestation, foreign];
-    assert_eq!(
-        select(&p("linux/arm64"), &entries),
-        Selection::Exact(&entries[0])
-    );
-}
+    #[test]
+    fn select_platformless_and_ignored_entries() {
+        let mut attestation = entry("sha256:att", Some("unknown/unknown"));
+        attestation.platform = Some(Platform::new("unknown", "unknown", ""));
+        let mut foreign = entry("sha256:sig", Some("linux/arm64"));
+        foreign.media_type = "application/vnd.example.signature+json".into();
+        let entries = [
+            attestation.clone(),
+            foreign.clone(),
+            entry("sha256:amd", Some("linux/amd64")),
+            entry("sha256:bare", None),
+        ];
+        assert_eq!(
+            select(&p("linux/arm64"), &entries),
+            Selection::NoPlatformField(&entries[3])
+        );
+        // A fallback match still beats a platform-less entry.
+        let entries = [
+            entry("sha256:bare", None),
+            entry("sha256:386", Some("linux/386")),
+        ];
+        assert_eq!(
+            select(&p("linux/amd64"), &entries),
+            Selection::Fallback(&entries[1])
+        );
+        // A nested index counts as a candidate too.
+        let mut nested = entry("sha256:idx", Some("linux/arm64"));
+        nested.media_type = OCI_INDEX.into();
+        let entries = [nested, attestation, foreign];
+        assert_eq!(
+            select(&p("linux/arm64"), &entries),
+            Selection::Exact(&entries[0])
+        );
+    }
 
-#[test]
-fn select_missing_lists_available() {
-    let mut docker = entry("sha256:ppc", Some("linux/ppc64le"));
-    docker.media_type = DOCKER_MANIFEST_V2.into();
-    let entries = [
-        entry("sha256:amd", Some("linux/amd64")),
-        docker,
-        entry("sha256:amd2", Some("linux/amd64")),
-        entry("sha256:att", Some("unknown/unknown")),
-        entry("sha256:v6", Some("linux/arm/v6")),
-    ];
-    let Selection::Missing { available } = select(&p("linux/s390x"), &entries) else {
-        panic!("expected Missing");
-    };
-    let names: Vec<String> = available.iter().map(ToString::to_string).collect();
-    assert_eq!(names, ["linux/amd64", "linux/ppc64le", "linux/arm/v6"]);
-    assert_eq!(
-        select(&p("linux/amd64"), &[]),
-        Selection::Missing { available: vec![] }
-    );
-}
+    #[test]
+    fn select_missing_lists_available() {
+        let mut docker = entry("sha256:ppc", Some("linux/ppc64le"));
+        docker.media_type = DOCKER_MANIFEST_V2.into();
+        let entries = [
+            entry("sha256:amd", Some("linux/amd64")),
+            docker,
+            entry("sha256:amd2", Some("linux/amd64")),
+            entry("sha256:att", Some("unknown/unknown")),
+            entry("sha256:v6", Some("linux/arm/v6")),
+        ];
+        let Selection::Missing { available } = select(&p("linux/s390x"), &entries) else {
+            panic!("expected Missing");
+        };
+        let names: Vec<String> = available.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["linux/amd64", "linux/ppc64le", "linux/arm/v6"]);
+        assert_eq!(
+            select(&p("linux/amd64"), &[]),
+            Selection::Missing { available: vec![] }
+        );
+    }
 }

@@ -189,4 +189,3 @@ impl Matcher {
         &self.wanted
     }
 }
-

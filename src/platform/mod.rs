@@ -5,7 +5,7 @@
 //! [`Platform::normalize`], `compare.go` for [`Matcher::only`], `cpuinfo_linux.go` for
 //! [`Platform::host`]). Which index entry a node pulls is chosen beside
 //! the index, in the manifest module, with these matchers. Two matchers matter because the node's containerd version decides which one
-//! runs (facts §4.4): containerd 1.6–2.0 pull with [`Matcher::only`] (amd64 also accepts 386,
+//! runs (containerd `internal/cri/server/images/image_pull.go` picks the matcher): containerd 1.6–2.0 pull with [`Matcher::only`] (amd64 also accepts 386,
 //! arm64 also accepts arm/v8…v5), containerd ≥ 2.1 with default settings with
 //! [`Matcher::only_strict`] (exact normalised match), so an exact match is reported apart from
 //! one reached only through a fallback.

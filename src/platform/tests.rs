@@ -8,7 +8,6 @@ fn p(s: &str) -> Platform {
     Platform::parse(s).unwrap()
 }
 
-
 #[test]
 fn normalization_table() {
     let cases = [
@@ -201,10 +200,6 @@ fn features_and_windows_versions() {
     assert!(ltsc2025.matches(&p("windows(10.0.20348.1)/amd64")));
     assert!(!ltsc2025.matches(&p("windows(10.0.26200)/amd64")));
 }
-
-
-
-
 
 #[test]
 fn platform_json_fields() {

@@ -255,7 +255,10 @@ impl Registry {
     ///
     /// `Ok` only for 2xx; every other status is a [`RegistryError::Status`] that records
     /// whether a credential was sent.
-    pub async fn manifest(&self, m: &ManifestRequest<'_>) -> Result<ManifestResponse, RegistryError> {
+    pub async fn manifest(
+        &self,
+        m: &ManifestRequest<'_>,
+    ) -> Result<ManifestResponse, RegistryError> {
         let ManifestRequest {
             endpoint: ep,
             repository,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-
 use http::{HeaderMap, HeaderValue, Method, header};
 use url::Url;
 
@@ -327,5 +326,91 @@ fn describe_tls(e: &rustls::Error) -> String {
             "certificate expired".into()
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(url: &str, method: Method) -> Request {
+        Request {
+            method,
+            url: Url::parse(url).unwrap(),
+            headers: HeaderMap::new(),
+            authorization: Some(HeaderValue::from_static("Bearer t")),
+            tls: TlsProfile::default(),
+            destination: Destination::Registry,
+            body_limit: 1024,
+            truncate_body: false,
+        }
+    }
+
+    fn redirect(status: u16, location: &str, from: AddrClass) -> Response {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::LOCATION, HeaderValue::from_str(location).unwrap());
+        Response {
+            status,
+            headers,
+            body: Vec::new(),
+            from,
+        }
+    }
+
+    #[test]
+    fn redirects_never_downgrade() {
+        let req = request("https://a.example/v2/x/manifests/y", Method::HEAD);
+        let resp = redirect(307, "http://a.example/x", AddrClass::Ordinary);
+        let err = next_hop(&req, &resp).unwrap().unwrap_err();
+        assert_eq!(
+            err,
+            Failure::Guard("redirect from https to http://a.example/x".into())
+        );
+    }
+
+    #[test]
+    fn a_hop_to_another_host_drops_authorization_and_is_a_referral() {
+        let req = request("https://a.example/v2/x/manifests/y", Method::HEAD);
+        let resp = redirect(307, "https://b.example/blob?sig=1", AddrClass::Loopback);
+        let next = next_hop(&req, &resp).unwrap().unwrap();
+        assert_eq!(next.url.as_str(), "https://b.example/blob?sig=1");
+        assert_eq!(next.method, Method::HEAD);
+        assert!(next.authorization.is_none());
+        assert_eq!(
+            next.destination,
+            Destination::Referral {
+                from: AddrClass::Loopback
+            }
+        );
+        // The same host keeps it; a relative Location resolves against the request.
+        let same = next_hop(
+            &req,
+            &redirect(302, "/v2/x/manifests/z", AddrClass::Ordinary),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(same.url.as_str(), "https://a.example/v2/x/manifests/z");
+        assert!(same.authorization.is_some());
+        // Another port is another origin.
+        let port = next_hop(
+            &req,
+            &redirect(308, "https://a.example:8443/x", AddrClass::Ordinary),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(port.authorization.is_none());
+    }
+
+    #[test]
+    fn see_other_becomes_get_and_non_redirects_are_answers() {
+        let req = request("https://a.example/v2/x/manifests/y", Method::HEAD);
+        let next = next_hop(&req, &redirect(303, "/elsewhere", AddrClass::Ordinary))
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.method, Method::GET);
+        assert!(next_hop(&req, &redirect(200, "/x", AddrClass::Ordinary)).is_none());
+        let mut no_location = redirect(307, "/x", AddrClass::Ordinary);
+        no_location.headers.clear();
+        assert!(next_hop(&req, &no_location).is_none());
     }
 }

@@ -148,6 +148,7 @@ mod tests {
             reference: None,
             verdict,
             exit_code: verdict.exit_code(),
+            assumed: false,
             detail: "d".into(),
             digest: None,
             media_type: None,

@@ -413,6 +413,7 @@ mod tests {
             reference: None,
             verdict,
             exit_code: verdict.exit_code(),
+            assumed: false,
             detail: detail.into(),
             digest: digest.map(str::to_string),
             media_type: None,

@@ -1,7 +1,7 @@
 //! containerd's registry host configuration (`certs.d` layout, `hosts.toml`): which endpoints
 //! to try for a registry, in which order, with which TLS settings.
 //!
-//! Rules from facts §5.1, restating containerd `core/remotes/docker/config/hosts.go`
+//! Rules restating containerd `core/remotes/docker/config/hosts.go`
 //! (`ConfigureHosts`, `HostDirFromRoot`, `hostDirectory`, `loadHostDir`, `parseHostsFile`,
 //! `parseHostConfig`, `loadCertFiles`), `config_unix.go` (`hostPaths`) and `docs/hosts.md`.
 //!
