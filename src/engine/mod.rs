@@ -10,6 +10,11 @@
 //!   resolver.go); a 404 moves to the next host;
 //! - HEAD first; GET only after 405, a missing `Docker-Content-Digest`, or when the platform
 //!   check needs the index body (then GET directly); never after 404.
+//!
+//! Which endpoints, which credentials where, and whether the platform is checked is decided
+//! once per reference, in a [`Resolution`] ([`Engine::plan_for`]): `check` executes it and
+//! `explain` prints it. Each credential-and-endpoint try is a value ([`resolve`]'s
+//! `Attempt`); the best one becomes the [`Outcome`].
 
 pub mod classify;
 mod outcome;
@@ -51,7 +56,8 @@ impl Engine {
         &self.registry
     }
 
-    /// The plan.
+    /// The configuration it checks with (deadline and concurrency for callers that
+    /// schedule their own checks, as `scan` does).
     pub fn plan(&self) -> &Plan {
         &self.plan
     }

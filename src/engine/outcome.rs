@@ -73,7 +73,7 @@ pub struct Outcome {
     pub image: String,
     /// Normalized reference (`docker.io/library/busybox:latest`), if it parsed.
     pub reference: Option<String>,
-    /// The verdict.
+    /// The verdict ([`Verdict`] documents each).
     pub verdict: Verdict,
     /// Exit code of this verdict alone.
     pub exit_code: u8,

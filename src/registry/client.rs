@@ -105,7 +105,7 @@ impl Registry {
         self.tokens.fetches()
     }
 
-    /// The guard.
+    /// The address guard every request and realm goes through.
     pub fn guard(&self) -> &Guard {
         self.http.guard()
     }
