@@ -132,6 +132,17 @@ impl RegistryError {
         }
     }
 
+    /// True for a definite "no" that asking again soon will not change: a status that is
+    /// not retried (401, 403, 404…) or a destination the guard refuses. Timeouts, outages
+    /// and undecodable answers are not refusals.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            RegistryError::Status { status, .. } => !is_retryable_status(*status),
+            RegistryError::Transport { failure, .. } => matches!(failure, Failure::Guard(_)),
+            RegistryError::Protocol { .. } => false,
+        }
+    }
+
     /// `Retry-After` of a status error.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

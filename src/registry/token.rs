@@ -41,18 +41,21 @@ pub struct TokenKey {
     pub credential: String,
 }
 
-type Cell = Arc<OnceCell<Result<Token, RegistryError>>>;
+/// A settled fetch: a token, or a refusal and when it was answered.
+type Settled = Result<Token, (RegistryError, Instant)>;
+type Cell = Arc<OnceCell<Settled>>;
 
 /// Token cache with in-flight coalescing.
 #[derive(Default)]
 pub struct TokenCache {
-    cells: Mutex<HashMap<TokenKey, (Instant, Cell)>>,
+    cells: Mutex<HashMap<TokenKey, Cell>>,
     fetched: std::sync::atomic::AtomicU64,
 }
 
-/// How long a failed token fetch is remembered (seconds), so a run of many images does not
-/// hammer a token server that refused, while a long-lived webhook still recovers.
-const FAILURE_TTL: Duration = Duration::from_secs(10);
+/// How long a refusal from a token endpoint (credentials refused, scope denied, a realm the
+/// guard blocks) is remembered, so a run of many images does not hammer a token server
+/// that said no, while a long-lived webhook still sees a fixed secret soon.
+const REFUSAL_TTL: Duration = Duration::from_secs(10);
 
 impl TokenCache {
     /// Token requests made so far (each fetch counts once, retries included as one).
@@ -60,7 +63,12 @@ impl TokenCache {
         self.fetched.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The cached token for `key`, or the result of `fetch` (run once for concurrent callers).
+    /// The cached token for `key`, or the result of `fetch`, run once for concurrent
+    /// callers. Only tokens and refusals ([`RegistryError::is_refusal`]) are kept: a
+    /// timeout or an outage is handed to the caller whose fetch it was and forgotten, so
+    /// the next caller (with its own deadline) fetches again — one slow answer never turns
+    /// the webhook's next seconds of admissions into transient verdicts. A caller dropped
+    /// mid-fetch (its deadline passed) leaves the cell empty for the others likewise.
     pub async fn get_or_fetch<F, Fut>(
         &self,
         key: TokenKey,
@@ -73,26 +81,28 @@ impl TokenCache {
         let cell = {
             let mut cells = self.cells.lock().expect("token cache lock");
             let now = Instant::now();
-            let stale = match cells.get(&key) {
-                Some((created, c)) => match c.get() {
-                    Some(Ok(t)) => t.expires_at <= now + Duration::from_secs(5),
-                    Some(Err(_)) => now.duration_since(*created) > FAILURE_TTL,
-                    None => false,
-                },
-                None => true,
+            let stale = match cells.get(&key).and_then(|c| c.get()) {
+                Some(Ok(t)) => t.expires_at <= now + Duration::from_secs(5),
+                Some(Err((_, at))) => now.duration_since(*at) > REFUSAL_TTL,
+                None => false,
             };
-            if stale {
-                cells.insert(key.clone(), (now, Arc::new(OnceCell::new())));
+            if stale || !cells.contains_key(&key) {
+                cells.insert(key.clone(), Arc::new(OnceCell::new()));
             }
-            cells.get(&key).expect("just inserted").1.clone()
+            cells.get(&key).expect("just inserted").clone()
         };
-        cell.get_or_init(|| async {
-            self.fetched
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            fetch().await
-        })
-        .await
-        .clone()
+        let settled = cell
+            .get_or_try_init(|| async {
+                self.fetched
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match fetch().await {
+                    Ok(t) => Ok(Ok(t)),
+                    Err(e) if e.is_refusal() => Ok(Err((e, Instant::now()))),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        settled.clone().map_err(|(e, _)| e)
     }
 }
 
@@ -229,4 +239,118 @@ pub async fn fetch(
         value: Secret::new(value),
         expires_at: Instant::now() + lifetime,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn key() -> TokenKey {
+        TokenKey {
+            endpoint: "r.example".into(),
+            scope: "repository:app:pull".into(),
+            credential: "anonymous".into(),
+        }
+    }
+
+    fn token(v: &str) -> Token {
+        Token {
+            value: Secret::new(v.to_string()),
+            expires_at: Instant::now() + Duration::from_secs(300),
+        }
+    }
+
+    fn timeout() -> RegistryError {
+        RegistryError::Transport {
+            method: "GET".into(),
+            url: "https://auth.example/token".into(),
+            failure: Failure::Timeout,
+        }
+    }
+
+    fn refused() -> RegistryError {
+        RegistryError::Status {
+            method: "GET".into(),
+            url: "https://auth.example/token".into(),
+            status: 401,
+            diagnostics: vec![],
+            challenges: vec![],
+            retry_after: None,
+            credential_sent: true,
+            from_token_endpoint: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transient_failure_is_not_remembered() {
+        let cache = TokenCache::default();
+        let first = cache.get_or_fetch(key(), || async { Err(timeout()) }).await;
+        assert!(matches!(
+            first,
+            Err(RegistryError::Transport {
+                failure: Failure::Timeout,
+                ..
+            })
+        ));
+        let second = cache
+            .get_or_fetch(key(), || async { Ok(token("t2")) })
+            .await
+            .unwrap();
+        assert_eq!(second.value.expose(), "t2");
+        assert_eq!(cache.fetches(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_remembered_briefly() {
+        let cache = TokenCache::default();
+        for _ in 0..3 {
+            let r = cache.get_or_fetch(key(), || async { Err(refused()) }).await;
+            assert_eq!(r.unwrap_err().status(), Some(401));
+        }
+        assert_eq!(cache.fetches(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_fetches_again_when_the_fetch_it_waited_for_times_out() {
+        let cache = TokenCache::default();
+        let calls = AtomicUsize::new(0);
+        let slow_then_fail = cache.get_or_fetch(key(), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Err(timeout())
+        });
+        let waiter = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            cache
+                .get_or_fetch(key(), || async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Ok(token("fresh"))
+                })
+                .await
+        };
+        let (a, b) = tokio::join!(slow_then_fail, waiter);
+        assert!(a.is_err());
+        assert_eq!(b.unwrap().value.expose(), "fresh");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_caller_dropped_mid_fetch_does_not_poison_the_cell() {
+        let cache = TokenCache::default();
+        let hung = cache.get_or_fetch(key(), || async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(token("never"))
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), hung)
+                .await
+                .is_err()
+        );
+        let next = cache
+            .get_or_fetch(key(), || async { Ok(token("next")) })
+            .await
+            .unwrap();
+        assert_eq!(next.value.expose(), "next");
+    }
 }
