@@ -16,15 +16,15 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use tokio::sync::OnceCell;
 use url::Url;
 
-use super::challenge::{Challenge, Scheme};
-use super::error::{Failure, RegistryError, is_retryable_status, redact_url};
-use super::guard::{AddrClass, Destination, Guard};
+use super::auth::{self, Auth, Origin, auth_from};
+use super::error::{Failure, RegistryError, is_retryable_status};
+use super::guard::{Destination, Guard};
 use super::hosts::Endpoint;
 use super::http::{Http, Request, Response};
 use super::limits;
 use super::retry::with_retries;
 use super::tls::{ClientPool, TlsProfile};
-use super::token::{self, TokenCache, TokenKey};
+use super::token::TokenCache;
 use crate::credentials::Credential;
 use crate::manifest;
 
@@ -62,21 +62,14 @@ pub struct ManifestRequest<'a> {
     pub deadline: Instant,
 }
 
-/// How an endpoint wants to be authenticated, learned from `GET /v2/`.
-#[derive(Debug, Clone)]
-enum Auth {
-    None,
-    Basic,
-    /// A bearer challenge, and the class of the address it came from (what its realm may
-    /// be on).
-    Bearer(Challenge, AddrClass),
-}
-
 /// Shared state of all checks in one process: HTTP clients, pings, tokens.
 pub struct Registry {
     http: Arc<Http>,
     tokens: TokenCache,
     pings: Mutex<HashMap<String, Arc<OnceCell<Auth>>>>,
+    /// What redirect targets asked for, by origin (`scheme://host:port`): a protocol fact
+    /// about each host, so a second request redirected there is authorized up front.
+    referrals: Mutex<HashMap<String, Auth>>,
 }
 
 impl Registry {
@@ -92,6 +85,7 @@ impl Registry {
             http: Http::new(pool, guard, request_timeout),
             tokens: TokenCache::default(),
             pings: Mutex::new(HashMap::new()),
+            referrals: Mutex::new(HashMap::new()),
         })
     }
 
@@ -138,8 +132,9 @@ impl Registry {
         &self,
         ep: &Endpoint,
         probe: &Request,
+        chain: &Chain<'_>,
         deadline: Instant,
-    ) -> Result<(Auth, Option<Response>), RegistryError> {
+    ) -> Result<(Auth, Option<Answer>), RegistryError> {
         let key = ep.base_url();
         let cell = self
             .pings
@@ -151,16 +146,19 @@ impl Registry {
         if let Some(auth) = cell.get() {
             return Ok((auth.clone(), None));
         }
-        let mut probed: Option<Response> = None;
+        let mut probed: Option<Answer> = None;
         let slot = &mut probed;
         let auth = cell
             .get_or_try_init(|| async move {
-                let resp = self.send(probe, deadline).await?;
-                let auth = match auth_from(&resp) {
-                    Auth::None if resp.status == 401 => self.ping(ep, deadline).await?,
+                let answer = self.send_chain(probe, chain, deadline).await?;
+                // A redirect means the endpoint itself asked for nothing: what the target
+                // wants is settled per hop (`hop_authorization`).
+                let auth = match auth_from(&answer.resp) {
+                    _ if answer.redirected => Auth::None,
+                    Auth::None if answer.resp.status == 401 => self.ping(ep, deadline).await?,
                     learned => learned,
                 };
-                *slot = Some(resp);
+                *slot = Some(answer);
                 Ok::<Auth, RegistryError>(auth)
             })
             .await?
@@ -191,64 +189,26 @@ impl Registry {
         Ok(auth_from(&self.send(&req, deadline).await?))
     }
 
-    /// The `Authorization` header for a request to `ep` for `scope` with `credential`.
+    /// The `Authorization` header for a request to `origin` for `scope` with
+    /// `credential`, as `auth` asks.
     async fn authorization(
         &self,
-        ep: &Endpoint,
+        origin: &Origin,
         auth: &Auth,
         scope: &str,
         credential: Option<&Credential>,
         deadline: Instant,
     ) -> Result<Option<HeaderValue>, RegistryError> {
-        let credential = credential.filter(|c| !c.is_anonymous());
-        match auth {
-            Auth::None => Ok(None),
-            Auth::Basic => Ok(credential.map(token::basic_header)),
-            Auth::Bearer(ch, from) => {
-                let realm_text = ch.realm().unwrap_or_default().to_string();
-                let realm = Url::parse(&realm_text).map_err(|_| RegistryError::Protocol {
-                    url: ep.base_url(),
-                    message: format!(
-                        "bearer challenge has an unusable realm {:?}",
-                        super::error::one_line(&realm_text, 80)
-                    ),
-                })?;
-                self.guard()
-                    .admit_realm(&realm, ep.scheme.as_str(), *from)
-                    .map_err(|e| RegistryError::Transport {
-                        method: "GET".into(),
-                        url: redact_url(&realm),
-                        failure: Failure::Guard(e.0),
-                    })?;
-                let scopes = token::scopes(scope, ch);
-                let key = TokenKey {
-                    endpoint: ep.host.clone(),
-                    scope: scopes.clone(),
-                    credential: credential
-                        .map_or_else(|| "anonymous".to_string(), |c| c.fingerprint()),
-                };
-                let tls = Self::tls(ep);
-                let request = token::TokenRequest {
-                    realm: &realm,
-                    challenge: ch,
-                    scope: &scopes,
-                    credential,
-                    tls: &tls,
-                    from: *from,
-                };
-                let tok = self
-                    .tokens
-                    .get_or_fetch(key, || token::fetch(&self.http, &request, deadline))
-                    .await?;
-                let mut v = HeaderValue::from_str(&format!("Bearer {}", tok.value.expose()))
-                    .map_err(|_| RegistryError::Protocol {
-                        url: redact_url(&realm),
-                        message: "token contains characters not allowed in a header".into(),
-                    })?;
-                v.set_sensitive(true);
-                Ok(Some(v))
-            }
-        }
+        auth::authorization(
+            &self.http,
+            &self.tokens,
+            origin,
+            auth,
+            scope,
+            credential,
+            deadline,
+        )
+        .await
     }
 
     /// HEAD or GET `/v2/<repository>/manifests/<reference>` on the request's endpoint.
@@ -297,26 +257,37 @@ impl Registry {
         let sent_cred = |req: &Request| {
             req.authorization.is_some() && credential.is_some_and(|c| !c.is_anonymous())
         };
-        let (auth, probed) = self.learn(ep, &req, deadline).await?;
+        let origin = Origin::of(ep);
+        let chain = Chain {
+            tls: Self::tls(ep),
+            scope,
+            credential,
+        };
+        let (auth, probed) = self.learn(ep, &req, &chain, deadline).await?;
         req.authorization = self
-            .authorization(ep, &auth, scope, credential, deadline)
+            .authorization(&origin, &auth, scope, credential, deadline)
             .await?;
-        let mut resp = match probed {
+        let mut answer = match probed {
             // The unauthenticated probe is the answer when nothing would be sent with it.
-            Some(r) if req.authorization.is_none() => r,
-            _ => self.send(&req, deadline).await?,
+            Some(a) if req.authorization.is_none() => a,
+            _ => self.send_chain(&req, &chain, deadline).await?,
         };
         // The endpoint said no auth (or basic) but this repository wants a token: one
         // handshake.
-        if resp.status == 401 && !matches!(auth, Auth::Bearer(..)) {
-            let retry_auth = auth_from(&resp);
+        if answer.resp.status == 401 && !answer.redirected && !matches!(auth, Auth::Bearer(..)) {
+            let retry_auth = auth_from(&answer.resp);
             if let Auth::Bearer(..) = retry_auth {
                 req.authorization = self
-                    .authorization(ep, &retry_auth, scope, credential, deadline)
+                    .authorization(&origin, &retry_auth, scope, credential, deadline)
                     .await?;
-                resp = self.send(&req, deadline).await?;
+                answer = self.send_chain(&req, &chain, deadline).await?;
             }
         }
+        let Answer {
+            mut resp,
+            last: last_hop,
+            ..
+        } = answer;
         if (200..300).contains(&resp.status) {
             let size = resp.header("content-length").and_then(|v| v.parse().ok());
             let digest = resp
@@ -333,10 +304,16 @@ impl Registry {
                 body,
             })
         } else {
-            Err(Http::status_error(&req, &resp, sent_cred(&req), false))
+            Err(Http::status_error(
+                &last_hop,
+                &resp,
+                sent_cred(&last_hop),
+                false,
+            ))
         }
     }
 
+    /// One request, redirects not followed by the transport, with retries.
     async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
         with_retries(deadline, || async {
             let r = self.http.send(req, deadline).await?;
@@ -352,17 +329,138 @@ impl Registry {
         })
         .await
     }
+
+    /// A manifest request with its redirects, each hop authorized for its own host, with
+    /// retries of the whole chain.
+    async fn send_chain(
+        &self,
+        req: &Request,
+        chain: &Chain<'_>,
+        deadline: Instant,
+    ) -> Result<Answer, RegistryError> {
+        with_retries(deadline, || async {
+            let a = self
+                .http
+                .within(req, deadline, self.follow(req, chain, deadline))
+                .await?;
+            if is_retryable_status(a.resp.status) {
+                return Err(Http::status_error(
+                    &a.last,
+                    &a.resp,
+                    a.last.authorization.is_some(),
+                    false,
+                ));
+            }
+            Ok(a)
+        })
+        .await
+    }
+
+    /// Follow redirects the way containerd does (`core/remotes/docker/resolver.go`: its
+    /// client's CheckRedirect authorizes every hop for that hop's host): a hop to the same
+    /// origin keeps the request's `Authorization`; a hop to another origin gets what that
+    /// origin asked for before, and when it answers 401 with a challenge, one handshake
+    /// with its own realm — a token issued by the target's realm, scoped by the original
+    /// repository, cached for the target host, and never sent anywhere else. The pod's
+    /// credential goes to that realm as containerd sends it (the registry it was matched
+    /// for chose the target; README's deviation list says so). Every hop passes the
+    /// guard as a referral from the address that redirected.
+    async fn follow(
+        &self,
+        req: &Request,
+        chain: &Chain<'_>,
+        deadline: Instant,
+    ) -> Result<Answer, RegistryError> {
+        let mut hop = req.clone();
+        for n in 0..limits::MAX_REDIRECTS {
+            let mut resp = self.http.send_hop(&hop).await?;
+            if n > 0 && resp.status == 401 {
+                let origin = Origin::of_url(&hop.url, chain.tls.clone());
+                let auth = auth_from(&resp);
+                if !matches!(auth, Auth::None) {
+                    self.referrals
+                        .lock()
+                        .expect("referral lock")
+                        .insert(origin.key(), auth.clone());
+                    let authorization = self
+                        .authorization(&origin, &auth, chain.scope, chain.credential, deadline)
+                        .await?;
+                    if authorization.is_some() && authorization != hop.authorization {
+                        hop.authorization = authorization;
+                        resp = self.http.send_hop(&hop).await?;
+                    }
+                }
+            }
+            match super::http::next_hop(&hop, &resp) {
+                None => {
+                    return Ok(Answer {
+                        resp,
+                        redirected: n > 0,
+                        last: hop,
+                    });
+                }
+                Some(next) => {
+                    let mut next = next.map_err(|f| RegistryError::Transport {
+                        method: hop.method.to_string(),
+                        url: super::error::redact_url(&hop.url),
+                        failure: f,
+                    })?;
+                    if !same_origin(&next.url, &req.url) {
+                        let origin = Origin::of_url(&next.url, chain.tls.clone());
+                        let known = self
+                            .referrals
+                            .lock()
+                            .expect("referral lock")
+                            .get(&origin.key())
+                            .cloned();
+                        next.authorization = match known {
+                            Some(auth) => {
+                                self.authorization(
+                                    &origin,
+                                    &auth,
+                                    chain.scope,
+                                    chain.credential,
+                                    deadline,
+                                )
+                                .await?
+                            }
+                            None => None,
+                        };
+                    } else {
+                        next.authorization = req.authorization.clone();
+                    }
+                    hop = next;
+                }
+            }
+        }
+        Err(RegistryError::Transport {
+            method: hop.method.to_string(),
+            url: super::error::redact_url(&hop.url),
+            failure: Failure::Redirect("too many redirects".into()),
+        })
+    }
 }
 
-/// The authentication an endpoint asks for, from a response's challenges (bearer preferred).
-fn auth_from(resp: &Response) -> Auth {
-    if resp.status != 401 {
-        return Auth::None;
-    }
-    let challenges = resp.challenges();
-    match super::challenge::preferred(&challenges) {
-        Some(ch) if ch.scheme == Scheme::Bearer => Auth::Bearer(ch.clone(), resp.from),
-        Some(ch) if ch.scheme == Scheme::Basic => Auth::Basic,
-        _ => Auth::None,
-    }
+/// What a redirect chain needs besides the request: the endpoint's TLS profile (kept on
+/// every hop, as containerd keeps its client), and the scope and credential a hop's own
+/// challenge is answered with.
+struct Chain<'a> {
+    tls: TlsProfile,
+    scope: &'a str,
+    credential: Option<&'a Credential>,
+}
+
+/// The final answer of a chain, and the hop that got it.
+struct Answer {
+    resp: Response,
+    /// True when the answer came from a hop after a redirect.
+    redirected: bool,
+    /// The request that got `resp`.
+    last: Request,
+}
+
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }

@@ -116,36 +116,43 @@ impl Http {
     /// [`limits::MAX_REDIRECTS`] requests make one chain, as Go's client (containerd's)
     /// stops after ten. `Authorization` is dropped on a hop to another host or port.
     pub async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let shown = redact_url(&req.url);
-        let fail = |failure: Failure| RegistryError::Transport {
-            method: req.method.to_string(),
-            url: shown.clone(),
-            failure,
-        };
-        if remaining.is_zero() {
-            return Err(fail(Failure::Timeout));
-        }
-        let timeout = remaining.min(self.request_timeout);
         let chain = async {
             let mut hop = req.clone();
             for _ in 0..limits::MAX_REDIRECTS {
                 let resp = self.send_hop(&hop).await?;
                 match next_hop(&hop, &resp) {
-                    Some(next) => hop = next.map_err(|f| fail(f))?,
+                    Some(next) => hop = next.map_err(|f| transport(&hop, f))?,
                     None => return Ok(resp),
                 }
             }
-            Err(fail(Failure::Redirect("too many redirects".into())))
+            Err(transport(
+                &hop,
+                Failure::Redirect("too many redirects".into()),
+            ))
         };
-        match tokio::time::timeout(timeout, chain).await {
+        self.within(req, deadline, chain).await
+    }
+
+    /// Run `work` (one exchange of `req`, redirects included) within the request timeout
+    /// and the overall deadline, whichever ends first.
+    pub async fn within<T>(
+        &self,
+        req: &Request,
+        deadline: Instant,
+        work: impl std::future::Future<Output = Result<T, RegistryError>>,
+    ) -> Result<T, RegistryError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(transport(req, Failure::Timeout));
+        }
+        match tokio::time::timeout(remaining.min(self.request_timeout), work).await {
             Ok(r) => r,
-            Err(_) => Err(fail(Failure::Timeout)),
+            Err(_) => Err(transport(req, Failure::Timeout)),
         }
     }
 
     /// One request of a chain, redirects not followed.
-    async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
+    pub async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
         let method = req.method.to_string();
         let shown = redact_url(&req.url);
         let fail = |failure: Failure| RegistryError::Transport {
@@ -235,7 +242,7 @@ impl Http {
 /// The request for the hop a redirect answer points to, `None` when `resp` is not a
 /// redirect that can be followed (no usable `Location`: the caller sees the 3xx), or the
 /// reason the hop is refused. 303 turns the request into a GET; HEAD stays HEAD otherwise.
-fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> {
+pub fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> {
     if !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
         return None;
     }
@@ -259,6 +266,15 @@ fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> 
         destination: Destination::Referral { from: resp.from },
         ..req.clone()
     }))
+}
+
+/// A transport failure of `req`, for messages: method and redacted URL.
+fn transport(req: &Request, failure: Failure) -> RegistryError {
+    RegistryError::Transport {
+        method: req.method.to_string(),
+        url: redact_url(&req.url),
+        failure,
+    }
 }
 
 /// Map a reqwest error to a [`Failure`] by walking its source chain.

@@ -11,6 +11,7 @@
 //! Nothing here decides a verdict: errors carry protocol facts ([`error`]) and the engine
 //! classifies them.
 
+pub mod auth;
 pub mod challenge;
 pub mod client;
 pub mod error;
