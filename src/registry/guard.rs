@@ -20,6 +20,10 @@
 //!   a check and the connection (DNS rebinding) is still caught; IP literals are checked
 //!   before anything is sent.
 //!
+//! With a proxy (`HTTPS_PROXY` and friends) the proxy is trusted wherever it is, and the
+//! registry's name is resolved by the proxy, not here: no address check on the registry is
+//! possible then, and protection from metadata and internal addresses is the proxy's job.
+//!
 //! Credentials are attached only to the endpoint they matched and to its validated realm,
 //! and dropped on a redirect to another host.
 
@@ -186,6 +190,38 @@ pub struct GuardError(pub String);
 #[derive(Debug, Clone)]
 pub struct Guard {
     policy: Arc<GuardPolicy>,
+    /// Proxy hosts from the environment, trusted wherever they are: the operator chose
+    /// them. Behind a proxy the registry's address is the proxy's to check.
+    proxies: Arc<Vec<String>>,
+}
+
+/// The proxy hosts the HTTP clients will use, from the variables reqwest reads
+/// (hyper-util `client/proxy/matcher.rs`: `ALL_PROXY`, `HTTPS_PROXY`, `HTTP_PROXY`, upper
+/// case first, then lower case).
+fn proxy_hosts() -> Vec<String> {
+    let mut hosts = Vec::new();
+    for pair in [
+        ["ALL_PROXY", "all_proxy"],
+        ["HTTPS_PROXY", "https_proxy"],
+        ["HTTP_PROXY", "http_proxy"],
+    ] {
+        let Some(value) = pair
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        else {
+            continue;
+        };
+        // A proxy without a scheme is http:// to reqwest too.
+        let with_scheme = if value.contains("://") {
+            value
+        } else {
+            format!("http://{value}")
+        };
+        if let Some(h) = Url::parse(&with_scheme).ok().as_ref().and_then(url_host) {
+            hosts.push(h);
+        }
+    }
+    hosts
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
@@ -209,6 +245,7 @@ impl Guard {
     pub fn new(policy: GuardPolicy) -> Guard {
         Guard {
             policy: Arc::new(policy),
+            proxies: Arc::new(proxy_hosts()),
         }
     }
 
@@ -314,6 +351,11 @@ impl Guard {
         addrs: Vec<SocketAddr>,
         allowed: Classes,
     ) -> Result<Vec<SocketAddr>, GuardError> {
+        // Only the proxy itself is resolved when one is configured (the registry's name
+        // goes to it in the CONNECT), so this trusts nothing but the operator's choice.
+        if self.proxies.iter().any(|p| p == host) {
+            return Ok(addrs);
+        }
         let mut refused = None;
         let kept: Vec<SocketAddr> = addrs
             .into_iter()
@@ -550,6 +592,24 @@ mod tests {
         assert!(g.admit_registry("ghcr.io").is_ok());
         assert!(g.admit_registry("bad.example.com").is_err());
         assert!(g.admit_registry("docker.io").is_err());
+    }
+
+    #[test]
+    fn a_configured_proxy_is_trusted_wherever_it_is() {
+        let g = Guard {
+            proxies: Arc::new(vec!["localhost".into()]),
+            ..Guard::new(GuardPolicy {
+                registries: Classes::ORDINARY,
+                ..Default::default()
+            })
+        };
+        let lo = vec!["127.0.0.1:3128".parse().unwrap()];
+        assert_eq!(
+            g.filter("localhost", lo.clone(), Classes::ORDINARY),
+            Ok(lo.clone())
+        );
+        // Only the proxy: another name on loopback is still refused.
+        assert!(g.filter("elsewhere", lo, Classes::ORDINARY).is_err());
     }
 
     #[test]
