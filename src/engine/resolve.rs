@@ -219,19 +219,26 @@ impl Resolver<'_> {
                 ..attempt
             };
             attempt.warnings.extend(note);
+            let leaf = match self.descend(route, entry, t).await {
+                Ok(leaf) => leaf,
+                Err(failed) => return attempt.with(failed.0, failed.1),
+            };
+            if leaf.digest != entry.digest {
+                attempt.platform.matched = leaf.platform.as_ref().map(|p| p.to_string());
+                attempt.platform.child_digest = Some(leaf.digest.clone());
+            }
             // The chosen child must exist too: HEAD by digest (pull capability suffices).
-            return match self.fetch(route, &entry.digest, Method::HEAD).await {
+            return match self.fetch(route, &leaf.digest, Method::HEAD).await {
                 Ok(_) => attempt.found(),
                 Err(e) => {
                     let (v, detail) = classify::verdict_for(&e);
                     let detail = format!(
                         "index entry for {} ({}) : {detail}",
-                        entry
-                            .platform
+                        leaf.platform
                             .as_ref()
                             .map(|p| p.to_string())
                             .unwrap_or_else(|| "any platform".into()),
-                        entry.digest
+                        leaf.digest
                     );
                     attempt.with(v, detail)
                 }
@@ -259,6 +266,85 @@ impl Resolver<'_> {
             ..attempt
         }
         .with(Verdict::PlatformMissing, detail)
+    }
+}
+
+/// How many nested indexes are walked below the first. containerd has no limit
+/// (`core/images/handlers.go` walks children until it reaches manifests); a bound keeps a
+/// hostile registry from leading a check through an endless chain (README's deviation list).
+pub(crate) const MAX_NESTED_INDEXES: usize = 4;
+
+impl Resolver<'_> {
+    /// From a chosen index entry down to the manifest the node pulls: while the entry is
+    /// itself an index, GET it by digest (verified) and choose again for `target`, as
+    /// containerd walks nested indexes. `Err` holds the verdict and detail when a nested
+    /// index can't be read or lacks the platform.
+    async fn descend(
+        &self,
+        route: &Route,
+        entry: &manifest::IndexEntry,
+        target: &Platform,
+    ) -> Result<manifest::IndexEntry, (Verdict, String)> {
+        let mut entry = entry.clone();
+        for _ in 0..MAX_NESTED_INDEXES {
+            if !manifest::is_index(&entry.media_type) {
+                return Ok(entry);
+            }
+            let resp = self
+                .fetch(route, &entry.digest, Method::GET)
+                .await
+                .map_err(|e| {
+                    let (v, d) = classify::verdict_for(&e);
+                    (v, format!("nested index {}: {d}", entry.digest))
+                })?;
+            let body = resp.body.as_deref().unwrap_or_default();
+            let verified = Digest::parse(&entry.digest).is_ok_and(|d| d.verify(body));
+            if !verified {
+                return Err((
+                    Verdict::NotFound,
+                    format!("nested index {} does not match its digest", entry.digest),
+                ));
+            }
+            let index = manifest::parse_index(body).map_err(|e| {
+                (
+                    Verdict::NotFound,
+                    format!("nested index {} could not be decoded: {e}", entry.digest),
+                )
+            })?;
+            entry = match manifest::select(target, &index.manifests) {
+                Selection::Exact(e) | Selection::Fallback(e) | Selection::NoPlatformField(e) => {
+                    e.clone()
+                }
+                Selection::Missing { available } => {
+                    let available = available
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err((
+                        Verdict::PlatformMissing,
+                        format!(
+                            "nested index {} has no entry for {target} (available: {})",
+                            entry.digest,
+                            if available.is_empty() {
+                                "none"
+                            } else {
+                                &available
+                            }
+                        ),
+                    ));
+                }
+            };
+        }
+        if manifest::is_index(&entry.media_type) {
+            return Err((
+                Verdict::NotFound,
+                format!(
+                    "indexes nested more than {MAX_NESTED_INDEXES} deep below the tag: pullcheck stops there"
+                ),
+            ));
+        }
+        Ok(entry)
     }
 }
 
