@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::cli::bin;
 use crate::support::{self, ALICE, fixture};
 
 const ENABLE_LABEL: &str = "pullcheck.io/enabled";
@@ -284,15 +283,9 @@ struct Running {
 
 impl Running {
     fn start(args: &[String], rust_log: &str) -> Running {
-        let mut cmd = Command::new(bin());
+        let mut cmd = support::process::pullcheck();
         cmd.args(args)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("SSL_CERT_FILE")
-            .env_remove("DOCKER_CONFIG")
             .env("RUST_LOG", rust_log)
-            .env("HOME", "/nonexistent-pullcheck-home")
-            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");

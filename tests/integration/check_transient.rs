@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cli::{check, pullcheck};
 use crate::scripted::Scripted;
+use crate::support::process::{check, output, pullcheck_under, run};
 use crate::support::{Mode, fixture, make_cert, start_dedicated, start_dedicated_with_cert};
 
 #[test]
@@ -66,7 +66,7 @@ fn registry_killed_mid_run_is_transient() {
 #[test]
 fn untrusted_certificate_is_transient_with_a_hint() {
     let f = fixture();
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--output",
@@ -87,7 +87,7 @@ fn untrusted_certificate_is_transient_with_a_hint() {
 fn ssl_cert_file_is_honoured() {
     let f = fixture();
     let ca = f.ca_file.to_string_lossy().into_owned();
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--output",
@@ -138,18 +138,15 @@ fn certificate_for_another_name_and_expired_certificate() {
 fn name_that_does_not_resolve_is_transient() {
     // In a fresh network namespace nothing but a down loopback exists, so resolution fails
     // locally (no query leaves the machine).
-    let r = std::process::Command::new("unshare")
-        .args([
-            "-n",
-            crate::cli::bin(),
+    let r = output(
+        pullcheck_under("unshare", &["-n"]).args([
             "check",
             "--output",
             "json",
             "no-such-host.invalid/app:v1",
-        ])
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap();
+        ]),
+        None,
+    );
     assert_eq!(
         r.status.code(),
         Some(20),

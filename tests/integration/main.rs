@@ -4,7 +4,6 @@ mod check_options;
 mod check_requests;
 mod check_transient;
 mod check_verdicts;
-mod cli;
 mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;

@@ -1,8 +1,8 @@
 //! `--hosts-dir` (containerd certs.d layout, copied unchanged from a node) and
 //! `pullcheck explain`.
 
-use crate::cli::{check, pull_secret, pullcheck};
-use crate::support::{ALICE, fixture, temp_dir};
+use crate::support::process::{Run, check, run};
+use crate::support::{ALICE, fixture, pull_secret, temp_dir};
 
 /// certs.d/<host with :port → _port_>/hosts.toml
 fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
@@ -44,7 +44,7 @@ impl MirrorSetup {
     }
 
     /// `check --hosts-dir … --pull-secrets … --platform any IMAGE`.
-    fn check(&self, image: &str) -> crate::cli::Run {
+    fn check(&self, image: &str) -> Run {
         check(&[
             "--hosts-dir",
             self.root.path().to_str().unwrap(),
@@ -169,7 +169,7 @@ fn explain_shows_endpoints_and_credential_keys_in_order() {
         ],
     );
     let image = f.images.oci_manifest.reference(&f.basic);
-    let r = pullcheck(
+    let r = run(
         &[
             "explain",
             "--output",
@@ -218,7 +218,7 @@ fn explain_shows_endpoints_and_credential_keys_in_order() {
 
 #[test]
 fn explain_of_a_short_name_shows_kubelet_normalization() {
-    let r = pullcheck(
+    let r = run(
         &[
             "explain",
             "--output",
@@ -260,12 +260,12 @@ fn usage_errors_are_one_line_with_exit_2() {
             "pullcheck: CA file /etc/hostname: ",
         ),
     ] {
-        let r = pullcheck(&args, &[]);
+        let r = run(&args, &[]);
         r.assert_code(2);
         assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
         assert!(r.stderr.starts_with(start), "{args:?}: {}", r.stderr);
     }
-    let r = pullcheck(&["check"], &[]);
+    let r = run(&["check"], &[]);
     r.assert_code(2);
 }
 
@@ -280,7 +280,7 @@ fn a_broken_hosts_toml_or_ca_is_a_usage_error_not_a_verdict() {
         ),
     ] {
         hosts_toml(root.path(), "r.example.com", body);
-        let r = pullcheck(
+        let r = run(
             &[
                 "check",
                 "--hosts-dir",
@@ -302,7 +302,7 @@ fn manifests_larger_than_the_cap_are_refused_whole() {
     let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
     std::fs::write(&big, doc.repeat(64 * 1024 * 1024 / doc.len() + 1)).unwrap();
     for cmd in ["inject", "lint", "scan"] {
-        let r = pullcheck(&[cmd, "-f", big.to_str().unwrap()], &[]);
+        let r = run(&[cmd, "-f", big.to_str().unwrap()], &[]);
         r.assert_code(2);
         assert_eq!(
             r.stderr,

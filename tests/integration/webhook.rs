@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::cli::{bin, check};
 use crate::scripted::Scripted;
+use crate::support::process::check;
 use crate::support::{self, ALICE, Mode, fixture, make_cert, start_dedicated};
 
 /// The registry host written in the captured reviews.
@@ -51,7 +51,7 @@ impl Webhook {
         let (cert, key) = make_cert(&["127.0.0.1", "localhost"], far());
         std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
         std::fs::write(dir.path().join("tls.key"), key).unwrap();
-        let mut cmd = Command::new(bin());
+        let mut cmd = support::process::pullcheck();
         cmd.arg("webhook")
             .args(["--listen", "127.0.0.1:0", "--reload-interval", "0.2"])
             .arg("--tls-cert")
@@ -59,12 +59,7 @@ impl Webhook {
             .arg("--tls-key")
             .arg(dir.path().join("tls.key"))
             .args(extra)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("SSL_CERT_FILE")
-            .env_remove("DOCKER_CONFIG")
             .env("RUST_LOG", "pullcheck=info")
-            .env("HOME", "/nonexistent-pullcheck-home")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");

@@ -229,6 +229,22 @@ pub fn write_dockerconfigjson(dir: &Path, entries: &[(&str, &str, &str)]) -> Pat
     path
 }
 
+/// Write a `.dockerconfigjson` pull secret into `dir/<name>` with one `auths` entry per
+/// `(key, user, password)`, each with only `auth` (through [`secret`]: under
+/// `PULLCHECK_TEST_SENTINEL` the harness's own passwords carry the sentinel); returns its
+/// path as a String.
+pub fn pull_secret(dir: &Path, name: &str, entries: &[(&str, &str, &str)]) -> String {
+    let mut auths = serde_json::Map::new();
+    for (key, user, pass) in entries {
+        let pass = secret(pass);
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        auths.insert(key.to_string(), serde_json::json!({ "auth": auth }));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::json!({ "auths": auths }).to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 /// The shared fixture, started on first use.
 pub fn fixture() -> &'static Fixture {
     let r = FIXTURE.get_or_init(|| {
