@@ -30,6 +30,7 @@ pub mod registry;
 pub mod time;
 pub mod tls;
 pub mod token;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
