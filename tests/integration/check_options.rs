@@ -1,8 +1,8 @@
 //! Options that change how a check runs: proxies from the environment, metered registries
 //! (Docker Hub's GET-counts-as-pull rule), deduplication and concurrency.
 
-use crate::scripted::Scripted;
 use crate::support::process::{check, run};
+use crate::support::scripted_server::Scripted;
 use crate::support::{Mode, fixture, start_dedicated};
 
 #[test]

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::scripted::Scripted;
 use crate::support::process::{check, output, pullcheck_under, run};
+use crate::support::scripted_server::Scripted;
 use crate::support::{Mode, fixture, make_cert, start_dedicated, start_dedicated_with_cert};
 
 #[test]

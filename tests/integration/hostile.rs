@@ -1,5 +1,6 @@
 //! The hostile-registry suite (issue 7): the real `pullcheck check` binary against scripted
-//! peers that misbehave in ways a real registry can't be made to (see `hostile_server.rs`).
+//! peers that misbehave in ways a real registry can't be made to (see
+//! `support/hostile_server.rs`).
 //!
 //! Every scenario asserts
 //! - the exact verdict and exit code;
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use sha2::Digest as _;
 
-use crate::hostile_server::{Flow, Out, Seen, Server, Transport, hang};
+use crate::support::hostile_server::{Flow, Out, Seen, Server, Transport, hang};
 use crate::support::process::Run;
 use crate::support::tls::Ca;
 

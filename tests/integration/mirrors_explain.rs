@@ -83,7 +83,7 @@ fn credentials_never_go_to_a_mirror_on_another_host() {
     let img = &f.images.oci_manifest;
     // A scripted mirror (it only has to record headers) that wants credentials: it must
     // never get the upstream's, so the check falls through to the upstream.
-    let mirror = crate::scripted::Scripted::start(|_, _| {
+    let mirror = crate::support::scripted_server::Scripted::start(|_, _| {
         (
             401,
             vec![("WWW-Authenticate".into(), "Basic realm=\"mirror\"".into())],

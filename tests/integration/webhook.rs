@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::scripted::Scripted;
 use crate::support::process::check;
+use crate::support::scripted_server::Scripted;
 use crate::support::{self, ALICE, Mode, fixture, make_cert, start_dedicated};
 
 /// The registry host written in the captured reviews.

@@ -23,10 +23,12 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod hostile_server;
 pub mod http;
 pub mod images;
 pub mod process;
 pub mod registry;
+pub mod scripted_server;
 pub mod time;
 pub mod tls;
 pub mod token;
