@@ -371,7 +371,8 @@ enum Role {
     Stranger,
 }
 
-/// One scenario.
+/// One scenario. A builder: nothing runs until [`Case::run`], so one left unrun is a bug.
+#[must_use = "a Case does nothing until .run()"]
 struct Case<'a> {
     name: &'a str,
     /// The registry the image and the pull secret name.
