@@ -21,8 +21,6 @@
 //!   that a test may `stop()`, `pause()` or `resume()`; it is killed on Drop.
 //! * Every child process gets `PR_SET_PDEATHSIG=SIGKILL`.
 
-#![allow(dead_code, unused_imports)]
-
 pub mod hostile_server;
 pub mod http;
 pub mod images;
@@ -42,8 +40,8 @@ use std::time::SystemTime;
 
 use base64::Engine as _;
 
-pub use images::{Image, ImageChild, Images, Platform};
-pub use registry::{LoggedRequest, Mode, Registry};
+pub use images::Images;
+pub use registry::{Mode, Registry};
 pub use token::{TokenRequest, TokenServer};
 
 /// `alice` / `alice-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
@@ -90,8 +88,6 @@ pub struct Fixture {
     pub ca_file: PathBuf,
     /// A directory holding only `ca.crt` (for `skopeo --cert-dir`, docker certs.d).
     pub ca_dir: PathBuf,
-    /// The test CA's certificate as PEM text.
-    pub ca_pem: String,
     pub images: Images,
     pub token_server: Arc<TokenServer>,
     /// The shared storage root.
@@ -189,16 +185,6 @@ fn pki() -> &'static Pki {
 /// past: then it is expired). Returns (cert PEM, PKCS#8 key PEM).
 pub fn make_cert(names: &[&str], not_after: SystemTime) -> (String, String) {
     pki().ca.issue(names, not_after)
-}
-
-/// Like `make_cert` but signed by a fresh CA that nothing trusts.
-pub fn make_untrusted_cert(names: &[&str], not_after: SystemTime) -> (String, String) {
-    let n = SEQ.fetch_add(1, Ordering::SeqCst);
-    let ca = tls::Ca::create(
-        &pki().dir.join(format!("other-ca-{n}")),
-        "untrusted test CA",
-    );
-    ca.issue(names, not_after)
 }
 
 /// A fresh temporary directory (removed when dropped; kept under the sentinel, for
@@ -335,7 +321,6 @@ fn start_fixture() -> Fixture {
         token,
         ca_file,
         ca_dir,
-        ca_pem: pki.ca.cert_pem.clone(),
         images,
         token_server,
         storage,
