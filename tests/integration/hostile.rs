@@ -1,6 +1,6 @@
-//! The hostile-registry suite (issue 7): the real `pullcheck check` binary against scripted
-//! peers that misbehave in ways a real registry can't be made to (see
-//! `support/hostile_server.rs`).
+//! The hostile-registry suite (its threat model and bounds: `docs/hardening.md`): the real
+//! `pullcheck check` binary against scripted peers that misbehave in ways a real registry
+//! can't be made to (see `support/hostile_server.rs`).
 //!
 //! Every scenario asserts
 //! - the exact verdict and exit code;
