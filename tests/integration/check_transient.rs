@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::support::process::{check, output, pullcheck_under, run};
+use crate::support::process::{Run, check, output, pullcheck_under, run};
 use crate::support::scripted_server::Scripted;
 use crate::support::{Mode, fixture, make_cert, start_dedicated, start_dedicated_with_cert};
 
@@ -99,14 +99,20 @@ fn ssl_cert_file_is_honoured() {
     r.assert_code(0);
 }
 
+/// `check` of the OCI image on a Basic-mode registry of its own serving a test-CA
+/// certificate for `names`, valid until `not_after`.
+fn check_with_cert(names: &[&str], not_after: SystemTime) -> Run {
+    let (cert, key) = make_cert(names, not_after);
+    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
+    check(&[&fixture().images.oci_manifest.reference(&reg)])
+}
+
 #[test]
 fn certificate_for_another_name_and_expired_certificate() {
-    let (cert, key) = make_cert(
+    let r = check_with_cert(
         &["wrong.example"],
         SystemTime::now() + Duration::from_secs(86_400),
     );
-    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
-    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
     r.assert_code(20);
     assert!(
         r.image(0)["detail"]
@@ -117,12 +123,10 @@ fn certificate_for_another_name_and_expired_certificate() {
         r.stdout
     );
 
-    let (cert, key) = make_cert(
+    let r = check_with_cert(
         &["127.0.0.1", "localhost"],
         SystemTime::now() - Duration::from_secs(86_400),
     );
-    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
-    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
     r.assert_code(20);
     assert!(
         r.image(0)["detail"]

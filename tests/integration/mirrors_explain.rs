@@ -14,6 +14,22 @@ fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
     std::fs::write(dir.join("hosts.toml"), body).unwrap();
 }
 
+/// A hosts dir in which the TLS+htpasswd registry is mirrored to the anonymous one with
+/// these `capabilities` (TOML array items, e.g. `"pull"`).
+fn basic_mirrored_to_anon(capabilities: &str) -> tempfile::TempDir {
+    let f = fixture();
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [{capabilities}]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    root
+}
+
 /// The TLS+htpasswd registry as the reference's registry, mirrored (hosts.toml) to the
 /// anonymous registry, which holds the same content; plus a pull secret for the upstream.
 struct MirrorSetup {
@@ -25,15 +41,7 @@ struct MirrorSetup {
 impl MirrorSetup {
     fn new(capabilities: &str) -> MirrorSetup {
         let f = fixture();
-        let root = temp_dir();
-        hosts_toml(
-            root.path(),
-            &f.basic.host,
-            &format!(
-                "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [{capabilities}]\n",
-                f.basic.host, f.anon.host
-            ),
-        );
+        let root = basic_mirrored_to_anon(capabilities);
         let dir = temp_dir();
         let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
         MirrorSetup {
@@ -149,15 +157,7 @@ fn a_mirror_without_resolve_is_not_asked_for_tags() {
 #[test]
 fn explain_shows_endpoints_and_credential_keys_in_order() {
     let f = fixture();
-    let root = temp_dir();
-    hosts_toml(
-        root.path(),
-        &f.basic.host,
-        &format!(
-            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\"]\n",
-            f.basic.host, f.anon.host
-        ),
-    );
+    let root = basic_mirrored_to_anon("\"pull\"");
     let dir = temp_dir();
     let secret = pull_secret(
         dir.path(),

@@ -114,17 +114,20 @@ impl Fixture {
         self.token_server.log()
     }
 
-    /// Fetch a bearer token (GET, HTTP Basic if `creds`) for `reg`'s service and
-    /// one `scope` (e.g. `repository:oci/app:pull`). Panics unless 200. The
-    /// request is counted like any other.
-    pub fn bearer_token(&self, reg: &Registry, creds: Option<(&str, &str)>, scope: &str) -> String {
+    /// One GET to the token server (HTTP Basic if `creds`) for `reg`'s service and one
+    /// `scope` (e.g. `repository:oci/app:pull`), whatever it answers. The request is counted
+    /// like any other.
+    pub fn token_request(
+        &self,
+        reg: &Registry,
+        creds: Option<(&str, &str)>,
+        scope: &str,
+    ) -> http::Response {
         let service = reg.service.as_deref().expect("a token-mode registry");
         let auth = creds.map(|(u, p)| http::basic_auth(u, p));
-        let mut headers = vec![];
-        if let Some(a) = &auth {
-            headers.push(("Authorization", a.as_str()));
-        }
-        let r = http::request(
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        http::request(
             &format!("https://127.0.0.1:{}", self.token_server.port),
             Some(&self.ca_file),
             "GET",
@@ -132,7 +135,12 @@ impl Fixture {
             &headers,
             &[],
         )
-        .expect("token request");
+        .expect("token request")
+    }
+
+    /// A bearer token from [`Fixture::token_request`]. Panics unless 200.
+    pub fn bearer_token(&self, reg: &Registry, creds: Option<(&str, &str)>, scope: &str) -> String {
+        let r = self.token_request(reg, creds, scope);
         assert_eq!(r.status, 200, "token request: {}", r.text());
         let v: serde_json::Value = serde_json::from_slice(&r.body).expect("token JSON");
         v["token"].as_str().expect("token field").to_string()
