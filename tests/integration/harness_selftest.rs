@@ -505,3 +505,38 @@ fn certificates_for_hostile_tests() {
     }
     assert_eq!(v["auths"][fx.basic.host.as_str()]["auth"], want.as_str());
 }
+
+/// Every run of the binary starts from the same environment: nothing the developer's shell
+/// or CI exports reaches it, except the variables `scripts/secret-hygiene.sh`'s wrapper needs.
+#[test]
+fn binary_runs_get_a_clean_environment() {
+    use std::ffi::OsStr;
+    let cmd = support::process::pullcheck();
+    let envs: std::collections::HashMap<&OsStr, Option<&OsStr>> = cmd.get_envs().collect();
+    for key in [
+        "DOCKER_CONFIG",
+        "SSL_CERT_FILE",
+        "RUST_LOG",
+        "KUBERNETES_SERVICE_HOST",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "NO_PROXY",
+    ] {
+        assert_eq!(
+            envs.get(OsStr::new(key)),
+            Some(&None),
+            "{key} is not removed"
+        );
+    }
+    assert_eq!(
+        envs.get(OsStr::new("HOME")),
+        Some(&Some(OsStr::new("/nonexistent-pullcheck-home")))
+    );
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("PULLCHECK_") {
+            let removed = envs.get(key.as_os_str()) == Some(&None);
+            assert_eq!(removed, !name.starts_with("PULLCHECK_HYGIENE_"), "{name}");
+        }
+    }
+}
