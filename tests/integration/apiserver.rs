@@ -21,17 +21,16 @@
 //!
 //! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::cli::bin;
+use crate::support::webhook::Webhook;
 use crate::support::{self, ALICE, fixture};
 
 const ENABLE_LABEL: &str = "pullcheck.io/enabled";
@@ -49,7 +48,7 @@ struct Out {
 struct Env {
     /// `https://127.0.0.1:PORT` of the local webhook.
     webhook: String,
-    running: Running,
+    running: Webhook,
     dir: tempfile::TempDir,
     /// The init container image the chart configures (on the fixture registry).
     inject_image: String,
@@ -260,74 +259,17 @@ fn setup() -> Env {
         .and_then(|e| e["value"].as_str())
         .unwrap_or("pullcheck=info")
         .to_string();
-    let running = Running::start(&args, &rust_log);
-    assert_eq!(running.url, url);
+    let running = support::webhook::start(&args, &rust_log);
+    assert_eq!(running.base, url);
 
     install_crds();
     Env {
-        webhook: running.url.clone(),
+        webhook: running.base.clone(),
         running,
         dir,
         inject_image,
         args,
         rust_log,
-    }
-}
-
-/// A `pullcheck webhook` process and its stderr.
-struct Running {
-    /// `https://ADDR`
-    url: String,
-    _child: Mutex<Child>,
-    log: Arc<Mutex<String>>,
-}
-
-impl Running {
-    fn start(args: &[String], rust_log: &str) -> Running {
-        let mut cmd = Command::new(bin());
-        cmd.args(args)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("SSL_CERT_FILE")
-            .env_remove("DOCKER_CONFIG")
-            .env("RUST_LOG", rust_log)
-            .env("HOME", "/nonexistent-pullcheck-home")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().unwrap();
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    if let Some(addr) = line.strip_prefix("pullcheck webhook: listening on ") {
-                        let _ = tx.send(addr.to_string());
-                    }
-                    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        let running = Running {
-            url: String::new(),
-            _child: Mutex::new(child),
-            log,
-        };
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => Running { url, ..running },
-            Err(_) => panic!(
-                "webhook did not start (args {args:?}); stderr:\n{}",
-                running.log()
-            ),
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -885,7 +827,7 @@ fn warn_mode_admits_with_warnings_through_external_tls() {
             }
         })
         .collect();
-    let warn = Running::start(&args, &env.rust_log);
+    let warn = support::webhook::start(&args, &env.rust_log);
     let label = "pullcheck-e2e/warn";
     let ca = env.dir.path().join("tls/ca.crt");
     let rendered = helm_template(
@@ -895,7 +837,7 @@ fn warn_mode_admits_with_warnings_through_external_tls() {
             "--show-only",
             "templates/webhooks.yaml",
             "--set",
-            &format!("webhook.url={}", warn.url),
+            &format!("webhook.url={}", warn.base),
             "--set",
             "tls.mode=external",
             "--set-file",

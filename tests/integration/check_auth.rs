@@ -4,8 +4,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use crate::cli::{Run, check, pull_secret, pullcheck};
-use crate::support::{ALICE, BOB, fixture, temp_dir};
+use crate::support::process::{Run, check, run};
+use crate::support::{ALICE, BOB, fixture, pull_secret, temp_dir};
 
 fn with_secret(args: &[&str], secret: &str) -> Run {
     let mut all = vec!["--pull-secrets", secret];
@@ -282,7 +282,7 @@ fn check_with_helper_on_path(helper_dir: &std::path::Path, args: &[&str]) -> Run
     let ca = fixture().ca_file.to_string_lossy().into_owned();
     let mut all = vec!["check", "--output", "json", "--ca-file", ca.as_str()];
     all.extend_from_slice(args);
-    pullcheck(&all, &[("PATH", &path)])
+    run(&all, &[("PATH", &path)])
 }
 
 #[test]
@@ -346,7 +346,7 @@ fn a_malformed_pull_secret_is_a_usage_error_naming_the_file() {
         r#"{"auths":{"r.example.com":{"auth":"bm90LWJhc2U2NCE"}}}"#,
     )
     .unwrap();
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--pull-secrets",
@@ -383,7 +383,7 @@ fn secrets_never_appear_in_any_output_at_any_verbosity() {
     let tl = dir.path().join("term");
     let ca = f.ca_file.to_string_lossy().into_owned();
     for v in ["-v", "-vv"] {
-        let r = pullcheck(
+        let r = run(
             &[
                 "check",
                 v,

@@ -1,8 +1,8 @@
 //! Options that change how a check runs: proxies from the environment, metered registries
 //! (Docker Hub's GET-counts-as-pull rule), deduplication and concurrency.
 
-use crate::cli::{check, pullcheck};
-use crate::scripted::Scripted;
+use crate::support::process::{check, run};
+use crate::support::scripted_server::Scripted;
 use crate::support::{Mode, fixture, start_dedicated};
 
 #[test]
@@ -10,7 +10,7 @@ fn https_proxy_from_the_environment_is_used() {
     // The scripted server plays a proxy that refuses every CONNECT: the request must arrive
     // there, as a CONNECT to the registry.
     let proxy = Scripted::start(|_, _| (502, vec![], String::new()));
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--output",

@@ -3,7 +3,7 @@
 //! per endpoint, one token per (registry, repository, credential). Each test uses its own
 //! dedicated token-mode registry so the counts are exact.
 
-use crate::cli::check;
+use crate::support::process::check;
 use crate::support::{Mode, Registry, fixture, start_dedicated};
 
 /// `(method, path, status)` of every request since `mark`, sorted (concurrent checks may
@@ -117,7 +117,8 @@ fn tokens_are_per_repository_and_per_credential() {
     let reg = start_dedicated(Mode::Token);
     let f = fixture();
     let dir = crate::support::temp_dir();
-    let alice = crate::cli::pull_secret(dir.path(), "a.json", &[(&reg.host, "alice", "alice-pw")]);
+    let alice =
+        crate::support::pull_secret(dir.path(), "a.json", &[(&reg.host, "alice", "alice-pw")]);
     let r = check(&[
         "--platform",
         "any",

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cli::{check, pullcheck};
-use crate::scripted::Scripted;
+use crate::support::process::{Run, check, output, pullcheck_under, run};
+use crate::support::scripted_server::Scripted;
 use crate::support::{Mode, fixture, make_cert, start_dedicated, start_dedicated_with_cert};
 
 #[test]
@@ -66,7 +66,7 @@ fn registry_killed_mid_run_is_transient() {
 #[test]
 fn untrusted_certificate_is_transient_with_a_hint() {
     let f = fixture();
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--output",
@@ -87,7 +87,7 @@ fn untrusted_certificate_is_transient_with_a_hint() {
 fn ssl_cert_file_is_honoured() {
     let f = fixture();
     let ca = f.ca_file.to_string_lossy().into_owned();
-    let r = pullcheck(
+    let r = run(
         &[
             "check",
             "--output",
@@ -99,14 +99,20 @@ fn ssl_cert_file_is_honoured() {
     r.assert_code(0);
 }
 
+/// `check` of the OCI image on a Basic-mode registry of its own serving a test-CA
+/// certificate for `names`, valid until `not_after`.
+fn check_with_cert(names: &[&str], not_after: SystemTime) -> Run {
+    let (cert, key) = make_cert(names, not_after);
+    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
+    check(&[&fixture().images.oci_manifest.reference(&reg)])
+}
+
 #[test]
 fn certificate_for_another_name_and_expired_certificate() {
-    let (cert, key) = make_cert(
+    let r = check_with_cert(
         &["wrong.example"],
         SystemTime::now() + Duration::from_secs(86_400),
     );
-    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
-    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
     r.assert_code(20);
     assert!(
         r.image(0)["detail"]
@@ -117,12 +123,10 @@ fn certificate_for_another_name_and_expired_certificate() {
         r.stdout
     );
 
-    let (cert, key) = make_cert(
+    let r = check_with_cert(
         &["127.0.0.1", "localhost"],
         SystemTime::now() - Duration::from_secs(86_400),
     );
-    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
-    let r = check(&[&fixture().images.oci_manifest.reference(&reg)]);
     r.assert_code(20);
     assert!(
         r.image(0)["detail"]
@@ -138,18 +142,15 @@ fn certificate_for_another_name_and_expired_certificate() {
 fn name_that_does_not_resolve_is_transient() {
     // In a fresh network namespace nothing but a down loopback exists, so resolution fails
     // locally (no query leaves the machine).
-    let r = std::process::Command::new("unshare")
-        .args([
-            "-n",
-            crate::cli::bin(),
+    let r = output(
+        pullcheck_under("unshare", &["-n"]).args([
             "check",
             "--output",
             "json",
             "no-such-host.invalid/app:v1",
-        ])
-        .env("HOME", "/nonexistent")
-        .output()
-        .unwrap();
+        ]),
+        None,
+    );
     assert_eq!(
         r.status.code(),
         Some(20),

@@ -2,7 +2,7 @@
 //! docker-registry, plain HTTP): every verdict the registry content can produce, asserted
 //! through the binary's exit code and JSON.
 
-use crate::cli::{Run, check};
+use crate::support::process::{Run, check};
 use crate::support::{Registry, fixture};
 
 fn anon() -> &'static Registry {
@@ -218,7 +218,7 @@ fn text_output_is_one_line_per_image_on_stderr() {
     let f = fixture();
     let host = anon().host.clone();
     let ca = f.ca_file.to_string_lossy().into_owned();
-    let r = crate::cli::pullcheck(
+    let r = crate::support::process::run(
         &[
             "check",
             "--ca-file",

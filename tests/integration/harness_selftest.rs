@@ -35,6 +35,14 @@ fn cert_dir() -> &'static Path {
     &support::fixture().ca_dir
 }
 
+/// `(method, uri, status)` of what `reg` logged after `mark` for URIs containing `needle`.
+fn method_uri_status(reg: &Registry, mark: usize, needle: &str) -> Vec<(String, String, u16)> {
+    reg.requests_since_matching(mark, needle)
+        .into_iter()
+        .map(|l| (l.method, l.uri, l.status))
+        .collect()
+}
+
 fn tls_inspect(reg: &Registry, reference: &str, creds: Option<(&str, &str)>) -> Output {
     let dir = cert_dir().to_str().unwrap().to_string();
     let creds = creds.map(|(u, p)| format!("{u}:{p}"));
@@ -163,11 +171,7 @@ fn basic_mode_with_skopeo() {
     let mark = reg.mark();
     let bad = tls_inspect(&reg, &r, Some(("alice", "wrong")));
     assert!(!bad.status.success());
-    let seen: Vec<(String, String, u16)> = reg
-        .requests_since_matching(mark, "/oci/app/")
-        .into_iter()
-        .map(|l| (l.method, l.uri, l.status))
-        .collect();
+    let seen = method_uri_status(&reg, mark, "/oci/app/");
     assert_eq!(
         seen,
         vec![(
@@ -179,11 +183,7 @@ fn basic_mode_with_skopeo() {
     let mark = reg.mark();
     let ok = tls_inspect(&reg, &r, Some(*support::ALICE));
     assert!(ok.status.success(), "{}", stderr(&ok));
-    let seen: Vec<(String, String, u16)> = reg
-        .requests_since_matching(mark, "/oci/app/")
-        .into_iter()
-        .map(|l| (l.method, l.uri, l.status))
-        .collect();
+    let seen = method_uri_status(&reg, mark, "/oci/app/");
     assert_eq!(
         seen,
         vec![(
@@ -331,23 +331,10 @@ fn token_mode_raw_flow() {
             fx.token_server.realm
         )
     );
-    let token_for = |auth: Option<String>| {
-        let mut headers = vec![];
-        if let Some(a) = &auth {
-            headers.push(("Authorization", a.as_str()));
-        }
-        support::http::request(
-            &format!("https://127.0.0.1:{}", fx.token_server.port),
-            Some(&fx.ca_file),
-            "GET",
-            &format!("/token?service={service}&scope=repository:private/app:pull"),
-            &headers,
-            &[],
-        )
-        .unwrap()
-    };
+    let token_for =
+        |creds: Option<(&str, &str)>| fx.token_request(&reg, creds, "repository:private/app:pull");
     assert_eq!(reg.token_requests(), 0);
-    let bob = token_for(Some(support::http::basic_auth("bob", support::BOB.1)));
+    let bob = token_for(Some(("bob", support::BOB.1)));
     assert_eq!(bob.status, 200);
     let v: serde_json::Value = serde_json::from_slice(&bob.body).unwrap();
     assert_eq!(v["expires_in"], 300);
@@ -382,7 +369,7 @@ fn token_mode_raw_flow() {
         Some(fx.images.private.digest.as_str())
     );
 
-    let wrong = token_for(Some(support::http::basic_auth("alice", "bad")));
+    let wrong = token_for(Some(("alice", "bad")));
     assert_eq!(wrong.status, 401);
     assert_eq!(reg.token_requests(), 3);
 }
@@ -517,4 +504,39 @@ fn certificates_for_hostile_tests() {
         assert_eq!(want, "YWxpY2U6YWxpY2UtcHc=");
     }
     assert_eq!(v["auths"][fx.basic.host.as_str()]["auth"], want.as_str());
+}
+
+/// Every run of the binary starts from the same environment: nothing the developer's shell
+/// or CI exports reaches it, except the variables `scripts/secret-hygiene.sh`'s wrapper needs.
+#[test]
+fn binary_runs_get_a_clean_environment() {
+    use std::ffi::OsStr;
+    let cmd = support::process::pullcheck();
+    let envs: std::collections::HashMap<&OsStr, Option<&OsStr>> = cmd.get_envs().collect();
+    for key in [
+        "DOCKER_CONFIG",
+        "SSL_CERT_FILE",
+        "RUST_LOG",
+        "KUBERNETES_SERVICE_HOST",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "NO_PROXY",
+    ] {
+        assert_eq!(
+            envs.get(OsStr::new(key)),
+            Some(&None),
+            "{key} is not removed"
+        );
+    }
+    assert_eq!(
+        envs.get(OsStr::new("HOME")),
+        Some(&Some(OsStr::new("/nonexistent-pullcheck-home")))
+    );
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("PULLCHECK_") {
+            let removed = envs.get(key.as_os_str()) == Some(&None);
+            assert_eq!(removed, !name.starts_with("PULLCHECK_HYGIENE_"), "{name}");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use clap::CommandFactory;
 
-use crate::cli::pullcheck;
+use crate::support::process::run;
 
 fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
     for arg in cmd.get_arguments() {
@@ -34,7 +34,7 @@ fn every_argument_has_help_and_long_help() {
 
 #[test]
 fn long_help_ends_with_examples_and_exit_codes() {
-    let r = pullcheck(&["check", "--help"], &[]);
+    let r = run(&["check", "--help"], &[]);
     r.assert_code(0);
     assert!(
         r.stdout
@@ -70,7 +70,7 @@ fn readme_exit_code_table_matches_the_code() {
 
 #[test]
 fn completion_scripts_are_generated() {
-    let r = pullcheck(&["completion", "bash"], &[]);
+    let r = run(&["completion", "bash"], &[]);
     r.assert_code(0);
     assert!(
         r.stdout.contains("_pullcheck()"),

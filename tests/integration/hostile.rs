@@ -1,5 +1,6 @@
-//! The hostile-registry suite (issue 7): the real `pullcheck check` binary against scripted
-//! peers that misbehave in ways a real registry can't be made to (see `hostile_server.rs`).
+//! The hostile-registry suite (its threat model and bounds: `docs/hardening.md`): the real
+//! `pullcheck check` binary against scripted peers that misbehave in ways a real registry
+//! can't be made to (see `support/hostile_server.rs`).
 //!
 //! Every scenario asserts
 //! - the exact verdict and exit code;
@@ -24,15 +25,15 @@
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use sha2::Digest as _;
 
-use crate::cli::Run;
-use crate::hostile_server::{Flow, Out, Seen, Server, Transport, hang};
+use crate::support::hostile_server::{Flow, Out, Seen, Server, Transport, hang};
+use crate::support::process::Run;
 use crate::support::tls::Ca;
 
 /// Wall-time bound of every scenario.
@@ -255,19 +256,8 @@ fn vm_hwm_kib(pid: libc::pid_t) -> Option<u64> {
 /// child's, and a child spawned with vfork/`posix_spawn` from this big multi-threaded
 /// test process inherits ours (~190 MiB), whatever pullcheck itself uses.
 fn run_measured(args: &[String], kill_after: Duration) -> Measured {
-    let mut cmd = Command::new(crate::cli::bin());
+    let mut cmd = crate::support::process::pullcheck();
     cmd.args(args)
-        .env_remove("DOCKER_CONFIG")
-        .env_remove("SSL_CERT_FILE")
-        .env_remove("RUST_LOG")
-        .env_remove("PULLCHECK_PULL_SECRETS")
-        .env_remove("PULLCHECK_TERMINATION_LOG")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .env_remove("ALL_PROXY")
-        .env("HOME", "/nonexistent-pullcheck-home")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -381,7 +371,8 @@ enum Role {
     Stranger,
 }
 
-/// One scenario.
+/// One scenario. A builder: nothing runs until [`Case::run`], so one left unrun is a bug.
+#[must_use = "a Case does nothing until .run()"]
 struct Case<'a> {
     name: &'a str,
     /// The registry the image and the pull secret name.
@@ -400,7 +391,7 @@ struct Case<'a> {
 
 fn run_case(c: Case) -> Run {
     let dir = crate::support::temp_dir();
-    let secret = crate::cli::pull_secret(
+    let secret = crate::support::pull_secret(
         dir.path(),
         "secret.json",
         &[(&c.registry.host, USER, SENTINEL)],

@@ -1,15 +1,14 @@
 //! `inject`: the init container, the projected pull-secret volume, the podFailurePolicy
 //! merge, the warnings, idempotence, and the binary's I/O contract.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use pullcheck::k8s::inject::{
     InjectOptions, TransientAction, Warning, inject_object, inject_stream,
 };
 use pullcheck::k8s::templates::{Slot, Table, images, pod_templates};
 use pullcheck::k8s::yaml::{parse_documents, to_yaml};
 use serde_json::{Value, json};
+
+use crate::support::process::{output, pullcheck};
 
 fn doc(yaml: &str) -> Value {
     parse_documents(yaml).unwrap().remove(0).value
@@ -424,20 +423,7 @@ fn a_kinds_file_adds_a_kind() {
 }
 
 fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pullcheck"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output(pullcheck().args(args), Some(stdin.as_bytes()));
     let s = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (out.status.code().unwrap(), s(out.stdout), s(out.stderr))
 }

@@ -1,7 +1,9 @@
 //! `examples/*.injected.yaml` are exactly what `inject` makes from the plain manifest beside
 //! them, and they are valid: k8s-openapi types for built-in kinds, and for CRDs the pod
 //! templates as `PodTemplateSpec` plus a structural check against the CRD's openAPIV3Schema
-//! from `tests/data/crds` (copied from the team's shared CRDs, cited there). `PULLCHECK_BLESS=1` rewrites the files instead of diffing.
+//! from `tests/data/crds` (upstream CRDs copied unchanged; `tests/data/crds/README.md` names
+//! the project, path and version of each). `PULLCHECK_BLESS=1` rewrites the files instead of
+//! diffing.
 
 use std::path::{Path, PathBuf};
 

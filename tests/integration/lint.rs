@@ -1,12 +1,11 @@
 //! `lint`: exact rule lists per workload shape, message limits, and the binary's exit codes.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use pullcheck::k8s::lint::{Finding, lint_object, lint_stream, rule};
 use pullcheck::k8s::templates::Table;
 use pullcheck::k8s::yaml::parse_documents;
 use serde_json::Value;
+
+use crate::support::process::{output, pullcheck};
 
 fn doc(yaml: &str) -> Value {
     parse_documents(yaml).unwrap().remove(0).value
@@ -204,20 +203,7 @@ fn skipped_windows_and_unknown_workloads_have_no_findings() {
 }
 
 fn binary(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pullcheck"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output(pullcheck().args(args), Some(stdin.as_bytes()));
     let s = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (out.status.code().unwrap(), s(out.stdout), s(out.stderr))
 }

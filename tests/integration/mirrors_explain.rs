@@ -1,8 +1,8 @@
 //! `--hosts-dir` (containerd certs.d layout, copied unchanged from a node) and
 //! `pullcheck explain`.
 
-use crate::cli::{check, pull_secret, pullcheck};
-use crate::support::{ALICE, fixture, temp_dir};
+use crate::support::process::{Run, check, run};
+use crate::support::{ALICE, fixture, pull_secret, temp_dir};
 
 /// certs.d/<host with :port → _port_>/hosts.toml
 fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
@@ -12,6 +12,22 @@ fn hosts_toml(root: &std::path::Path, registry_host: &str, body: &str) {
     };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("hosts.toml"), body).unwrap();
+}
+
+/// A hosts dir in which the TLS+htpasswd registry is mirrored to the anonymous one with
+/// these `capabilities` (TOML array items, e.g. `"pull"`).
+fn basic_mirrored_to_anon(capabilities: &str) -> tempfile::TempDir {
+    let f = fixture();
+    let root = temp_dir();
+    hosts_toml(
+        root.path(),
+        &f.basic.host,
+        &format!(
+            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [{capabilities}]\n",
+            f.basic.host, f.anon.host
+        ),
+    );
+    root
 }
 
 /// The TLS+htpasswd registry as the reference's registry, mirrored (hosts.toml) to the
@@ -25,15 +41,7 @@ struct MirrorSetup {
 impl MirrorSetup {
     fn new(capabilities: &str) -> MirrorSetup {
         let f = fixture();
-        let root = temp_dir();
-        hosts_toml(
-            root.path(),
-            &f.basic.host,
-            &format!(
-                "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [{capabilities}]\n",
-                f.basic.host, f.anon.host
-            ),
-        );
+        let root = basic_mirrored_to_anon(capabilities);
         let dir = temp_dir();
         let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
         MirrorSetup {
@@ -44,7 +52,7 @@ impl MirrorSetup {
     }
 
     /// `check --hosts-dir … --pull-secrets … --platform any IMAGE`.
-    fn check(&self, image: &str) -> crate::cli::Run {
+    fn check(&self, image: &str) -> Run {
         check(&[
             "--hosts-dir",
             self.root.path().to_str().unwrap(),
@@ -83,7 +91,7 @@ fn credentials_never_go_to_a_mirror_on_another_host() {
     let img = &f.images.oci_manifest;
     // A scripted mirror (it only has to record headers) that wants credentials: it must
     // never get the upstream's, so the check falls through to the upstream.
-    let mirror = crate::scripted::Scripted::start(|_, _| {
+    let mirror = crate::support::scripted_server::Scripted::start(|_, _| {
         (
             401,
             vec![("WWW-Authenticate".into(), "Basic realm=\"mirror\"".into())],
@@ -149,15 +157,7 @@ fn a_mirror_without_resolve_is_not_asked_for_tags() {
 #[test]
 fn explain_shows_endpoints_and_credential_keys_in_order() {
     let f = fixture();
-    let root = temp_dir();
-    hosts_toml(
-        root.path(),
-        &f.basic.host,
-        &format!(
-            "server = \"https://{}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\"]\n",
-            f.basic.host, f.anon.host
-        ),
-    );
+    let root = basic_mirrored_to_anon("\"pull\"");
     let dir = temp_dir();
     let secret = pull_secret(
         dir.path(),
@@ -169,7 +169,7 @@ fn explain_shows_endpoints_and_credential_keys_in_order() {
         ],
     );
     let image = f.images.oci_manifest.reference(&f.basic);
-    let r = pullcheck(
+    let r = run(
         &[
             "explain",
             "--output",
@@ -218,7 +218,7 @@ fn explain_shows_endpoints_and_credential_keys_in_order() {
 
 #[test]
 fn explain_of_a_short_name_shows_kubelet_normalization() {
-    let r = pullcheck(
+    let r = run(
         &[
             "explain",
             "--output",
@@ -260,12 +260,12 @@ fn usage_errors_are_one_line_with_exit_2() {
             "pullcheck: CA file /etc/hostname: ",
         ),
     ] {
-        let r = pullcheck(&args, &[]);
+        let r = run(&args, &[]);
         r.assert_code(2);
         assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
         assert!(r.stderr.starts_with(start), "{args:?}: {}", r.stderr);
     }
-    let r = pullcheck(&["check"], &[]);
+    let r = run(&["check"], &[]);
     r.assert_code(2);
 }
 
@@ -280,7 +280,7 @@ fn a_broken_hosts_toml_or_ca_is_a_usage_error_not_a_verdict() {
         ),
     ] {
         hosts_toml(root.path(), "r.example.com", body);
-        let r = pullcheck(
+        let r = run(
             &[
                 "check",
                 "--hosts-dir",
@@ -302,7 +302,7 @@ fn manifests_larger_than_the_cap_are_refused_whole() {
     let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
     std::fs::write(&big, doc.repeat(64 * 1024 * 1024 / doc.len() + 1)).unwrap();
     for cmd in ["inject", "lint", "scan"] {
-        let r = pullcheck(&[cmd, "-f", big.to_str().unwrap()], &[]);
+        let r = run(&[cmd, "-f", big.to_str().unwrap()], &[]);
         r.assert_code(2);
         assert_eq!(
             r.stderr,

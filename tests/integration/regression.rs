@@ -1,7 +1,7 @@
 //! Regression tests for crashes the fuzz targets found (`fuzz/`, `scripts/fuzz.sh`). Each
 //! names its target and keeps the minimized input (also under `fuzz/regressions/<target>/`).
 
-use crate::cli::pullcheck;
+use crate::support::process::run;
 
 /// fuzz target `admission_review` (first 60 s run): a restartPolicy value longer than a
 /// lint message may be panics the debug-assert in `k8s::lint` (`Ctx::push`: message ≤ 120
@@ -20,7 +20,7 @@ fn lint_with_a_very_long_restart_policy_does_not_panic() {
         ),
     )
     .unwrap();
-    let r = pullcheck(&["lint", "-o", "json", "-f", file.to_str().unwrap()], &[]);
+    let r = run(&["lint", "-o", "json", "-f", file.to_str().unwrap()], &[]);
     r.assert_code(0);
     let doc = r.json();
     let findings = doc["findings"].as_array().expect("findings");

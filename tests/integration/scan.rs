@@ -1,7 +1,7 @@
 //! `pullcheck scan`: every image of every pod template in a manifest stream, deduplicated,
 //! checked against the real registry.
 
-use crate::cli::pullcheck;
+use crate::support::process::{output, pullcheck, run};
 use crate::support::{fixture, temp_dir};
 
 fn manifests(anon: &str) -> String {
@@ -48,7 +48,7 @@ fn scan_checks_each_image_once_and_reports_where_it_is_used() {
     let dir = temp_dir();
     let file = dir.path().join("m.yaml");
     std::fs::write(&file, manifests(&f.anon.host)).unwrap();
-    let r = pullcheck(
+    let r = run(
         &[
             "scan",
             "-f",
@@ -99,8 +99,8 @@ fn scan_checks_each_image_once_and_reports_where_it_is_used() {
 #[test]
 fn scan_text_summary_and_stdin() {
     let f = fixture();
-    let out = std::process::Command::new(crate::cli::bin())
-        .args([
+    let out = output(
+        pullcheck().args([
             "scan",
             "-f",
             "-",
@@ -108,21 +108,9 @@ fn scan_text_summary_and_stdin() {
             &f.anon.host,
             "--platform",
             "any",
-        ])
-        .env("HOME", "/nonexistent")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(manifests(&f.anon.host).as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
+        ]),
+        Some(manifests(&f.anon.host).as_bytes()),
+    );
     assert_eq!(out.status.code(), Some(11));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
@@ -137,7 +125,7 @@ fn scan_text_summary_and_stdin() {
 
 #[test]
 fn scan_of_unreadable_input_is_a_usage_error() {
-    let r = pullcheck(&["scan", "-f", "/nonexistent/m.yaml"], &[]);
+    let r = run(&["scan", "-f", "/nonexistent/m.yaml"], &[]);
     r.assert_code(2);
     assert_eq!(r.stderr.lines().count(), 1);
     assert!(

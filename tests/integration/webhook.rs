@@ -3,21 +3,19 @@
 //! replaced by a fixture registry's), against the real registries of the harness.
 //!
 //! Namespace credentials come from a scripted stand-in for the Kubernetes API (Secrets and
-//! ServiceAccounts only); the tests against a real kube-apiserver come later.
+//! ServiceAccounts only); the tests against a real kube-apiserver are in `apiserver.rs`.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::cli::{bin, check};
-use crate::scripted::Scripted;
+use crate::support::process::check;
+use crate::support::scripted_server::Scripted;
 use crate::support::{self, ALICE, Mode, fixture, make_cert, start_dedicated};
 
 /// The registry host written in the captured reviews.
@@ -27,13 +25,18 @@ fn far() -> SystemTime {
     SystemTime::now() + Duration::from_secs(30 * 86_400)
 }
 
-/// A running `pullcheck webhook`.
+/// A `pullcheck webhook` on a loopback port, with a test-CA certificate of its own.
 struct Webhook {
-    child: Child,
-    /// `https://127.0.0.1:PORT`
-    base: String,
+    running: support::webhook::Webhook,
     dir: tempfile::TempDir,
-    stderr: Arc<Mutex<String>>,
+}
+
+/// `base` (`https://127.0.0.1:PORT`) and `log()` of the running process.
+impl std::ops::Deref for Webhook {
+    type Target = support::webhook::Webhook;
+    fn deref(&self) -> &Self::Target {
+        &self.running
+    }
 }
 
 impl Webhook {
@@ -49,53 +52,25 @@ impl Webhook {
     fn start_raw(extra: &[&str]) -> Webhook {
         let dir = support::temp_dir();
         let (cert, key) = make_cert(&["127.0.0.1", "localhost"], far());
-        std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
-        std::fs::write(dir.path().join("tls.key"), key).unwrap();
-        let mut cmd = Command::new(bin());
-        cmd.arg("webhook")
-            .args(["--listen", "127.0.0.1:0", "--reload-interval", "0.2"])
-            .arg("--tls-cert")
-            .arg(dir.path().join("tls.crt"))
-            .arg("--tls-key")
-            .arg(dir.path().join("tls.key"))
-            .args(extra)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env_remove("SSL_CERT_FILE")
-            .env_remove("DOCKER_CONFIG")
-            .env("RUST_LOG", "pullcheck=info")
-            .env("HOME", "/nonexistent-pullcheck-home")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = support::process::spawn_tied(cmd).expect("start pullcheck webhook");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().unwrap();
-            let log = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    if let Some(addr) = line.strip_prefix("pullcheck webhook: listening on ") {
-                        let _ = tx.send(addr.to_string());
-                    }
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        let base = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("webhook did not start; stderr:\n{}", stderr.lock().unwrap())
-            });
-        Webhook {
-            child,
-            base,
-            dir,
-            stderr,
-        }
+        let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let mut args: Vec<OsString> = [
+            "webhook",
+            "--listen",
+            "127.0.0.1:0",
+            "--reload-interval",
+            "0.2",
+            "--tls-cert",
+        ]
+        .map(OsString::from)
+        .into();
+        args.push(cert_path.into());
+        args.push("--tls-key".into());
+        args.push(key_path.into());
+        args.extend(extra.iter().map(OsString::from));
+        let running = support::webhook::start(&args, "pullcheck=info");
+        Webhook { running, dir }
     }
 
     fn cert_path(&self) -> PathBuf {
@@ -104,10 +79,6 @@ impl Webhook {
 
     fn key_path(&self) -> PathBuf {
         self.dir.path().join("tls.key")
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
     }
 
     fn request(&self, method: &str, path: &str, body: &[u8]) -> support::http::Response {
@@ -155,26 +126,8 @@ impl Webhook {
     }
 
     /// SIGTERM, then wait for the exit status.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        support::process::signal(self.child.id(), libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "webhook did not exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn terminate(self) -> std::process::ExitStatus {
+        self.running.terminate()
     }
 }
 

@@ -26,15 +26,6 @@ impl Response {
             .map(|(_, v)| v.as_str())
     }
 
-    /// All headers with this name, in order.
-    pub fn header_all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }

@@ -56,8 +56,6 @@ pub struct ImageChild {
     pub platform: Platform,
     /// False when the child was deleted from the registry (dangling index).
     pub present: bool,
-    pub config_digest: String,
-    pub layer_digests: Vec<String>,
 }
 
 /// One seeded image. `digest` is the sha256 of `manifest` (exact bytes pushed).
@@ -69,15 +67,9 @@ pub struct Image {
     pub tag: Option<&'static str>,
     /// `sha256:<hex>` of the top-level manifest / index.
     pub digest: String,
-    pub media_type: &'static str,
     pub manifest: Vec<u8>,
-    /// Single-platform images: their platform.
-    pub platform: Option<Platform>,
     /// Index / list children, in manifest order.
     pub children: Vec<ImageChild>,
-    /// Single-platform images: config and layer digests.
-    pub config_digest: Option<String>,
-    pub layer_digests: Vec<String>,
 }
 
 impl Image {
@@ -92,11 +84,6 @@ impl Image {
     /// `127.0.0.1:PORT/repo@sha256:...`
     pub fn digest_reference(&self, reg: &Registry) -> String {
         format!("{}/{}@{}", reg.host, self.repo, self.digest)
-    }
-
-    /// `127.0.0.1:PORT/repo` (no tag or digest).
-    pub fn name(&self, reg: &Registry) -> String {
-        format!("{}/{}", reg.host, self.repo)
     }
 
     /// Digest of the child for `architecture` (first match). Panics if absent.
@@ -259,8 +246,6 @@ fn random_bytes(len: usize) -> Vec<u8> {
 struct Built {
     bytes: Vec<u8>,
     media_type: &'static str,
-    config_digest: String,
-    layer_digests: Vec<String>,
 }
 
 /// Push config + one random layer and build (not push) a single-platform manifest.
@@ -293,8 +278,6 @@ fn build_single(p: &Pusher, repo: &str, docker: bool, platform: Platform) -> Bui
     Built {
         bytes: serde_json::to_vec_pretty(&manifest).unwrap(),
         media_type: mt,
-        config_digest,
-        layer_digests: vec![layer_digest],
     }
 }
 
@@ -308,12 +291,8 @@ fn single(p: &Pusher, repo: &'static str, tag: Option<&'static str>, docker: boo
         repo,
         tag,
         digest,
-        media_type: b.media_type,
         manifest: b.bytes,
-        platform: Some(LINUX_AMD64),
         children: vec![],
-        config_digest: Some(b.config_digest),
-        layer_digests: b.layer_digests,
     }
 }
 
@@ -334,8 +313,6 @@ fn index(
             size: b.bytes.len(),
             platform: *platform,
             present: true,
-            config_digest: b.config_digest,
-            layer_digests: b.layer_digests,
         });
     }
     let mt = if docker { DOCKER_LIST } else { OCI_INDEX };
@@ -355,12 +332,8 @@ fn index(
         repo,
         tag: Some(tag),
         digest,
-        media_type: mt,
         manifest: bytes,
-        platform: None,
         children,
-        config_digest: None,
-        layer_digests: vec![],
     }
 }
 

@@ -21,15 +21,16 @@
 //!   that a test may `stop()`, `pause()` or `resume()`; it is killed on Drop.
 //! * Every child process gets `PR_SET_PDEATHSIG=SIGKILL`.
 
-#![allow(dead_code, unused_imports)]
-
+pub mod hostile_server;
 pub mod http;
 pub mod images;
 pub mod process;
 pub mod registry;
+pub mod scripted_server;
 pub mod time;
 pub mod tls;
 pub mod token;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,8 +40,8 @@ use std::time::SystemTime;
 
 use base64::Engine as _;
 
-pub use images::{Image, ImageChild, Images, Platform};
-pub use registry::{LoggedRequest, Mode, Registry};
+pub use images::Images;
+pub use registry::{Mode, Registry};
 pub use token::{TokenRequest, TokenServer};
 
 /// `alice` / `alice-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
@@ -87,8 +88,6 @@ pub struct Fixture {
     pub ca_file: PathBuf,
     /// A directory holding only `ca.crt` (for `skopeo --cert-dir`, docker certs.d).
     pub ca_dir: PathBuf,
-    /// The test CA's certificate as PEM text.
-    pub ca_pem: String,
     pub images: Images,
     pub token_server: Arc<TokenServer>,
     /// The shared storage root.
@@ -115,17 +114,20 @@ impl Fixture {
         self.token_server.log()
     }
 
-    /// Fetch a bearer token (GET, HTTP Basic if `creds`) for `reg`'s service and
-    /// one `scope` (e.g. `repository:oci/app:pull`). Panics unless 200. The
-    /// request is counted like any other.
-    pub fn bearer_token(&self, reg: &Registry, creds: Option<(&str, &str)>, scope: &str) -> String {
+    /// One GET to the token server (HTTP Basic if `creds`) for `reg`'s service and one
+    /// `scope` (e.g. `repository:oci/app:pull`), whatever it answers. The request is counted
+    /// like any other.
+    pub fn token_request(
+        &self,
+        reg: &Registry,
+        creds: Option<(&str, &str)>,
+        scope: &str,
+    ) -> http::Response {
         let service = reg.service.as_deref().expect("a token-mode registry");
         let auth = creds.map(|(u, p)| http::basic_auth(u, p));
-        let mut headers = vec![];
-        if let Some(a) = &auth {
-            headers.push(("Authorization", a.as_str()));
-        }
-        let r = http::request(
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        http::request(
             &format!("https://127.0.0.1:{}", self.token_server.port),
             Some(&self.ca_file),
             "GET",
@@ -133,7 +135,12 @@ impl Fixture {
             &headers,
             &[],
         )
-        .expect("token request");
+        .expect("token request")
+    }
+
+    /// A bearer token from [`Fixture::token_request`]. Panics unless 200.
+    pub fn bearer_token(&self, reg: &Registry, creds: Option<(&str, &str)>, scope: &str) -> String {
+        let r = self.token_request(reg, creds, scope);
         assert_eq!(r.status, 200, "token request: {}", r.text());
         let v: serde_json::Value = serde_json::from_slice(&r.body).expect("token JSON");
         v["token"].as_str().expect("token field").to_string()
@@ -188,16 +195,6 @@ pub fn make_cert(names: &[&str], not_after: SystemTime) -> (String, String) {
     pki().ca.issue(names, not_after)
 }
 
-/// Like `make_cert` but signed by a fresh CA that nothing trusts.
-pub fn make_untrusted_cert(names: &[&str], not_after: SystemTime) -> (String, String) {
-    let n = SEQ.fetch_add(1, Ordering::SeqCst);
-    let ca = tls::Ca::create(
-        &pki().dir.join(format!("other-ca-{n}")),
-        "untrusted test CA",
-    );
-    ca.issue(names, not_after)
-}
-
 /// A fresh temporary directory (removed when dropped; kept under the sentinel, for
 /// `scripts/secret-hygiene.sh` to scan what the tests wrote).
 pub fn temp_dir() -> tempfile::TempDir {
@@ -227,6 +224,22 @@ pub fn write_dockerconfigjson(dir: &Path, entries: &[(&str, &str, &str)]) -> Pat
     )
     .expect("write config.json");
     path
+}
+
+/// Write a `.dockerconfigjson` pull secret into `dir/<name>` with one `auths` entry per
+/// `(key, user, password)`, each with only `auth` (through [`secret`]: under
+/// `PULLCHECK_TEST_SENTINEL` the harness's own passwords carry the sentinel); returns its
+/// path as a String.
+pub fn pull_secret(dir: &Path, name: &str, entries: &[(&str, &str, &str)]) -> String {
+    let mut auths = serde_json::Map::new();
+    for (key, user, pass) in entries {
+        let pass = secret(pass);
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        auths.insert(key.to_string(), serde_json::json!({ "auth": auth }));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::json!({ "auths": auths }).to_string()).unwrap();
+    path.to_string_lossy().into_owned()
 }
 
 /// The shared fixture, started on first use.
@@ -316,7 +329,6 @@ fn start_fixture() -> Fixture {
         token,
         ca_file,
         ca_dir,
-        ca_pem: pki.ca.cert_pem.clone(),
         images,
         token_server,
         storage,

@@ -1,14 +1,166 @@
-//! Spawning long-lived child processes that die with the test process.
+//! Child processes: the binary under test, and long-lived children that die with the test
+//! process.
+//!
+//! Every run of `pullcheck` starts from [`pullcheck`] (or [`pullcheck_under`]), so each
+//! one gets the same environment clean-up, whatever test spawns it.
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not
 //! the process. libtest runs each test on its own short-lived thread, so every
 //! long-lived child is forked from one dedicated thread that never exits.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
+
+use serde_json::Value;
+
+/// Path of the binary under test. Under `scripts/secret-hygiene.sh` this is a wrapper
+/// script that records the run's output and then `exec`s the real binary (same pid).
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pullcheck")
+}
+
+/// Variables the binary (or the HTTP and TLS stacks under it) would read from the
+/// developer's or CI's environment: a Docker config, a CA bundle, log filters, proxies,
+/// in-cluster API discovery. Tests that want one set it explicitly.
+const CLEARED: &[&str] = &[
+    "DOCKER_CONFIG",
+    "SSL_CERT_FILE",
+    "RUST_LOG",
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// Variables `scripts/secret-hygiene.sh` gives its wrapper (where to write the capture
+/// and which binary to `exec`): they must reach the wrapper, so they survive the
+/// `PULLCHECK_*` clean-up. The real binary reads none of them.
+const HYGIENE_PREFIX: &str = "PULLCHECK_HYGIENE_";
+
+/// `pullcheck` with a clean environment: [`CLEARED`] and every inherited `PULLCHECK_*`
+/// variable (the binary's flags all have one, e.g. `PULLCHECK_PULL_SECRETS`) removed, and
+/// `HOME` pointing nowhere, so ~/.docker/config.json never leaks into a test. `PATH` is
+/// kept: credential helpers and the hygiene wrapper need it.
+pub fn pullcheck() -> Command {
+    let mut cmd = Command::new(bin());
+    clean_env(&mut cmd);
+    cmd
+}
+
+/// `program <args…> pullcheck` (e.g. `unshare -n`), with the environment of [`pullcheck`];
+/// add the binary's own arguments to the returned command.
+pub fn pullcheck_under(program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args).arg(bin());
+    clean_env(&mut cmd);
+    cmd
+}
+
+fn clean_env(cmd: &mut Command) {
+    for key in CLEARED {
+        cmd.env_remove(key);
+    }
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("PULLCHECK_") && !name.starts_with(HYGIENE_PREFIX) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("HOME", "/nonexistent-pullcheck-home")
+        .env("NO_COLOR", "1");
+}
+
+/// Run `cmd` to the end with `stdin` as its standard input (none: an empty, closed one)
+/// and both output streams captured.
+pub fn output(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
+    let Some(input) = stdin else {
+        return cmd.output().expect("run pullcheck");
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run pullcheck");
+    let mut pipe = child.stdin.take().unwrap();
+    // Written from another thread: a child that answers before it has read everything
+    // would otherwise block on a full stdout pipe while we block on its full stdin.
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || pipe.write_all(&input));
+    let out = child.wait_with_output().expect("wait for pullcheck");
+    let _ = writer.join();
+    out
+}
+
+/// One finished run of the binary.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// stdout parsed as JSON (panics with the output if it isn't).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// The `images[i]` object of the JSON document.
+    pub fn image(&self, i: usize) -> Value {
+        self.json()["images"][i].clone()
+    }
+
+    /// Assert the exit code, printing both streams on mismatch.
+    #[track_caller]
+    pub fn assert_code(&self, want: i32) -> &Self {
+        assert_eq!(
+            self.code, want,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Run `pullcheck <args…>` with extra environment (set after the clean-up of [`pullcheck`]).
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = pullcheck();
+    cmd.args(args).envs(env.iter().copied());
+    output(&mut cmd, None).into()
+}
+
+/// `pullcheck check --output json --ca-file <test CA> <args…>`.
+pub fn check(args: &[&str]) -> Run {
+    let ca = super::fixture().ca_file.to_string_lossy().into_owned();
+    let mut all = vec!["check", "--output", "json", "--ca-file", ca.as_str()];
+    all.extend_from_slice(args);
+    run(&all, &[])
+}
 
 type Job = (Command, mpsc::Sender<io::Result<Child>>);
 

@@ -51,20 +51,11 @@ pub struct Registry {
     /// The test CA (PEM) that signed the server certificate.
     pub ca_file: PathBuf,
     pub pid: u32,
-    pub port: u16,
     pub mode: Mode,
     /// Token mode: the `service` the registry expects in the token's `aud`.
     pub service: Option<String>,
-    /// Token mode: the realm of the challenge.
-    pub realm: Option<String>,
-    /// The registry's working directory (config.yml, logs).
-    pub dir: PathBuf,
-    /// Filesystem storage root.
-    pub storage: PathBuf,
     /// Combined access log (the process's stdout): one line per request, all statuses.
     pub access_log: PathBuf,
-    /// JSON application log (the process's stderr).
-    pub app_log: PathBuf,
     child: Mutex<Option<Child>>,
     token_server: Option<Arc<TokenServer>>,
 }
@@ -202,14 +193,9 @@ impl Registry {
                     scheme,
                     ca_file: setup.ca_file.clone(),
                     pid,
-                    port,
                     mode: setup.mode,
                     service: setup.token.as_ref().map(|t| t.1.clone()),
-                    realm: setup.token.as_ref().map(|t| t.0.realm.clone()),
-                    dir: setup.dir.clone(),
-                    storage: setup.storage.clone(),
                     access_log,
-                    app_log,
                     child: Mutex::new(Some(child)),
                     token_server: setup.token.as_ref().map(|t| t.0.clone()),
                 };
@@ -231,14 +217,6 @@ impl Registry {
     /// `scheme://host`
     pub fn url(&self) -> String {
         format!("{}://{}", self.scheme, self.host)
-    }
-
-    /// Credentials that may pull everything here (basic and token modes).
-    pub fn credentials(&self) -> Option<(&'static str, &'static str)> {
-        match self.mode {
-            Mode::Anon => None,
-            Mode::Basic | Mode::Token => Some(*super::ALICE),
-        }
     }
 
     /// Raw request without any authentication, trusting only the test CA.
@@ -311,20 +289,6 @@ impl Registry {
             .into_iter()
             .filter(|r| r.uri.contains(needle))
             .collect()
-    }
-
-    /// Wait (up to 5 s) until at least `n` requests were logged after `mark`, then until quiet.
-    pub fn wait_for_requests(&self, mark: usize, n: usize) -> Vec<LoggedRequest> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && self.request_log().len() < mark + n {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.requests_since(mark)
-    }
-
-    /// The JSON application log, as text (for diagnostics).
-    pub fn app_log_text(&self) -> String {
-        std::fs::read_to_string(&self.app_log).unwrap_or_default()
     }
 
     /// SIGKILL the process and reap it. Idempotent.

@@ -14,7 +14,6 @@ use base64::Engine as _;
 pub struct Ca {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
-    pub cert_pem: String,
     dir: PathBuf,
 }
 
@@ -75,11 +74,9 @@ pub fn self_signed(dir: &Path, stem: &str, cn: &str, ca: bool) -> (PathBuf, Path
 impl Ca {
     pub fn create(dir: &Path, cn: &str) -> Ca {
         let (cert_file, key_file) = self_signed(dir, "ca", cn, true);
-        let cert_pem = std::fs::read_to_string(&cert_file).unwrap();
         Ca {
             cert_file,
             key_file,
-            cert_pem,
             dir: dir.to_path_buf(),
         }
     }

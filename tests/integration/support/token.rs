@@ -8,7 +8,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -43,7 +42,6 @@ pub struct TokenServer {
     /// `https://127.0.0.1:PORT/token`
     pub realm: String,
     log: Mutex<Vec<TokenRequest>>,
-    oauth_post: AtomicBool,
     signer: EcdsaKeyPair,
     x5c: String,
     tls: Arc<rustls::ServerConfig>,
@@ -93,7 +91,6 @@ impl TokenServer {
             port,
             realm: format!("https://127.0.0.1:{port}/token"),
             log: Mutex::new(Vec::new()),
-            oauth_post: AtomicBool::new(true),
             signer,
             x5c,
             tls: Arc::new(tls),
@@ -130,12 +127,6 @@ impl TokenServer {
             .iter()
             .filter(|r| r.service.as_deref() == Some(service))
             .count()
-    }
-
-    /// Whether `POST /token` (OAuth2 password grant) is served; when off it
-    /// answers 404 like GCR, so clients fall back to GET. On by default.
-    pub fn set_oauth_post(&self, on: bool) {
-        self.oauth_post.store(on, Ordering::SeqCst);
     }
 
     fn serve(&self, tcp: TcpStream) -> io::Result<()> {
@@ -207,37 +198,32 @@ impl TokenServer {
             let creds = header("authorization").and_then(|v| decode_basic(&v));
             self.answer("GET", service, scopes, creds, false)
         } else if method == "POST" {
-            if !self.oauth_post.load(Ordering::SeqCst) {
-                (404, vec![], "404 page not found\n".to_string())
-            } else {
-                let form: Vec<(String, String)> = url::form_urlencoded::parse(&body)
-                    .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                    .collect();
-                let field =
-                    |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-                let service = field("service");
-                let scopes: Vec<String> = field("scope")
-                    .unwrap_or_default()
-                    .split(' ')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                match field("grant_type").as_deref() {
-                    Some("password") => {
-                        let creds = Some((
-                            field("username").unwrap_or_default(),
-                            field("password").unwrap_or_default(),
-                        ));
-                        self.answer("POST", service, scopes, creds, true)
-                    }
-                    _ => {
-                        self.record("POST", service, scopes, None, 400, vec![]);
-                        (
-                            400,
-                            vec![],
-                            r#"{"error":"unsupported_grant_type"}"#.to_string(),
-                        )
-                    }
+            let form: Vec<(String, String)> = url::form_urlencoded::parse(&body)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            let service = field("service");
+            let scopes: Vec<String> = field("scope")
+                .unwrap_or_default()
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+            match field("grant_type").as_deref() {
+                Some("password") => {
+                    let creds = Some((
+                        field("username").unwrap_or_default(),
+                        field("password").unwrap_or_default(),
+                    ));
+                    self.answer("POST", service, scopes, creds, true)
+                }
+                _ => {
+                    self.record("POST", service, scopes, None, 400, vec![]);
+                    (
+                        400,
+                        vec![],
+                        r#"{"error":"unsupported_grant_type"}"#.to_string(),
+                    )
                 }
             }
         } else {

@@ -1,6 +1,12 @@
-//! A scripted HTTP/1.1 server on loopback, used ONLY for behaviour a real registry can't be
-//! made to show (here: 429 with `Retry-After`). Every request it gets is recorded so tests
-//! can assert the exact number.
+//! A scripted HTTP/1.1 server on loopback (plain HTTP, keep-alive): a route function picks
+//! the canned reply to each request. Used ONLY where no real server can be made to show the
+//! behaviour: a registry answering 429 with `Retry-After` (`check_transient.rs`), a proxy
+//! refusing every CONNECT (`check_options.rs`), a mirror that wants credentials it must never
+//! get (`mirrors_explain.rs`) and the Secrets and ServiceAccounts of the Kubernetes API
+//! (`webhook.rs`). Every request it gets is recorded so tests can assert the exact number.
+//!
+//! Peers that misbehave on the wire (trickled bytes, endless bodies, stalled handshakes) are
+//! the other scripted server, `hostile_server.rs`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,5 +1,6 @@
 //! A scripted, deliberately hostile HTTP/1.1 server (plain or TLS) on loopback, for the
-//! hostile-registry suite (`hostile.rs`).
+//! hostile-registry suite (`hostile.rs`); the well-behaved scripted server with canned
+//! replies is `scripted_server.rs`.
 //!
 //! A real registry (distribution, Harbor, Zot, …) can't be made to misbehave on purpose:
 //! it won't trickle its headers, stream a body that never ends, lie in

@@ -1,0 +1,113 @@
+//! A running `pullcheck webhook`: started through [`super::process::pullcheck`], tied to the
+//! test process, its stderr kept, its address taken from the line it prints once it listens.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::process;
+
+/// What the binary prints on stderr once the listener is bound (then the address).
+const LISTENING: &str = "pullcheck webhook: listening on ";
+/// How long a stopping webhook may drain before it is killed.
+const STOP_AFTER: Duration = Duration::from_secs(20);
+
+pub struct Webhook {
+    /// `https://ADDR`, as the webhook printed it.
+    pub base: String,
+    /// None once handed to [`stop`] (by `terminate` or on drop).
+    child: Option<Child>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// Run `pullcheck <args…>` (`args` start with `webhook`) with `RUST_LOG=<rust_log>` and
+/// wait until it listens.
+pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Webhook {
+    let mut cmd = process::pullcheck();
+    cmd.args(args)
+        .env("RUST_LOG", rust_log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = process::spawn_tied(cmd).expect("start pullcheck webhook");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = mpsc::channel();
+    {
+        let pipe = child.stderr.take().unwrap();
+        let log = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix(LISTENING) {
+                    let _ = tx.send(addr.to_string());
+                }
+                let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+    }
+    let received = rx.recv_timeout(Duration::from_secs(30));
+    let mut webhook = Webhook {
+        base: String::new(),
+        child: Some(child),
+        stderr,
+    };
+    match received {
+        Ok(base) => {
+            webhook.base = base;
+            webhook
+        }
+        Err(_) => {
+            let args: Vec<_> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+            panic!(
+                "webhook did not start (args {args:?}); stderr:\n{}",
+                webhook.log()
+            )
+        }
+    }
+}
+
+impl Webhook {
+    /// Everything it printed on stderr so far.
+    pub fn log(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let child = self.child.take().expect("a running webhook");
+        stop(child).expect("webhook did not exit after SIGTERM")
+    }
+}
+
+/// SIGTERM rather than SIGKILL, so a run under `scripts/secret-hygiene.sh` also captures
+/// what the webhook prints while it shuts down; waited for on a thread of its own, since
+/// the shutdown takes seconds (`--shutdown-grace`) and the test is over. A webhook still
+/// stopping when the test process exits dies with it (`process::spawn_tied`).
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            std::thread::spawn(move || stop(child));
+        }
+    }
+}
+
+/// SIGTERM and wait up to [`STOP_AFTER`] for the exit status; past that, SIGKILL and None.
+fn stop(mut child: Child) -> Option<ExitStatus> {
+    process::signal(child.id(), libc::SIGTERM);
+    let deadline = Instant::now() + STOP_AFTER;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
