@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# All of issue 7 (hardening) in one command; see docs/hardening.md.
+# All of the hardening runs in one command; see docs/hardening.md.
 #
 #   scripts/harden.sh            # fuzz 60 s per target, hostile suite, webhook load (1 000 000
 #                                # requests, outage, drain), secret hygiene sweep

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Secret hygiene sweep (issue 7): run the whole test suite once with a sentinel in every
+# Secret hygiene sweep (docs/hardening.md): run the whole test suite once with a sentinel in every
 # password and assert the sentinel never appears in anything pullcheck or the tests wrote.
 #
 #   scripts/secret-hygiene.sh                 # the whole suite: unit, integration, doc tests
@@ -9,7 +9,7 @@
 # - PULLCHECK_TEST_SENTINEL=<random> makes the harness append `-<sentinel>` to every
 #   password it creates (tests/integration/support/mod.rs `secret()`: alice's and bob's,
 #   the registries' htpasswd, the token server, every pull-secret file written by
-#   `support::write_dockerconfigjson` and `cli::pull_secret`, wrong passwords included),
+#   `support::write_dockerconfigjson` and `support::pull_secret`, wrong passwords included),
 #   and keeps the tests' temporary directories instead of deleting them.
 # - The suite builds into its own target dir (target/hygiene), where target/hygiene/debug/
 #   pullcheck (the binary every integration test runs) is swapped for a wrapper that `exec`s

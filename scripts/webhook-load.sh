@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The admission webhook under load and fault (issue 7): a release `pullcheck webhook` on
+# The admission webhook under load and fault (docs/hardening.md): a release `pullcheck webhook` on
 # loopback, a real docker-registry, and
 #
 #   1. mixed load: N AdmissionReviews at full speed (wrk + scripts/load/mix.lua): valid Jobs
