@@ -88,7 +88,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
             .unwrap_or("")
             .to_string();
         for u in images(&d.value, &table) {
-            if u.pull_policy.as_deref() == Some("Never") {
+            if !u.is_pulled() {
                 continue;
             }
             let i = match order.iter().position(|o| *o == u.image) {

@@ -175,7 +175,7 @@ fn inject_template(
     for use_ in template_images(template, at) {
         let ours =
             use_.container == CONTAINER_NAME && use_.slot == super::templates::Slot::InitContainer;
-        if ours || use_.pull_policy.as_deref() == Some("Never") || refs.contains(&use_.image) {
+        if ours || !use_.is_pulled() || refs.contains(&use_.image) {
             continue;
         }
         refs.push(use_.image);

@@ -245,18 +245,19 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
     }
     for u in &uses {
         let image = short(&u.image);
+        if !u.is_pulled() {
+            let msg = format!(
+                "{}: imagePullPolicy Never: image must already be on the node; not checked",
+                image
+            );
+            cx.push(
+                rule::IMAGE_PULL_NEVER,
+                policy_pointer(&u.pointer, u.slot),
+                msg,
+            );
+            continue;
+        }
         match u.pull_policy.as_deref() {
-            Some("Never") => {
-                let msg = format!(
-                    "{}: imagePullPolicy Never: image must already be on the node; not checked",
-                    image
-                );
-                cx.push(
-                    rule::IMAGE_PULL_NEVER,
-                    policy_pointer(&u.pointer, u.slot),
-                    msg,
-                );
-            }
             Some("IfNotPresent") if is_latest(&u.image) => {
                 let msg = format!(
                     "{}: latest with IfNotPresent may run a node-only copy; pin a tag or digest",

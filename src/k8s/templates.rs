@@ -400,6 +400,19 @@ pub struct ImageUse {
     pub pointer: String,
 }
 
+impl ImageUse {
+    /// True when the kubelet would pull this image, so pullcheck checks it: `scan`, `inject`,
+    /// the webhook and `lint` (which reports the others) all ask this one question.
+    ///
+    /// The kubelet never pulls an image whose pull policy is `Never` (kubelet
+    /// `pkg/kubelet/images/image_manager.go`, `EnsureImageExists` and `shouldPullImage`: with
+    /// `Never` a missing image is `ErrImageNeverPull`, never a pull). Image volumes carry the
+    /// same `pullPolicy` field with the same meaning, so the rule is one for every slot.
+    pub fn is_pulled(&self) -> bool {
+        self.pull_policy.as_deref() != Some("Never")
+    }
+}
+
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }

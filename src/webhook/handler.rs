@@ -26,7 +26,7 @@ use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
 use crate::credentials::Keychain;
 use crate::engine::{Engine, Outcome, PlatformPolicy};
 use crate::k8s::lint::lint_object;
-use crate::k8s::templates::{Slot, pod_templates, template_images};
+use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
 use crate::registry::guard::{AddrClass, classify};
@@ -261,12 +261,40 @@ fn affinity_values(spec: Option<&Value>, key: &str) -> Vec<String> {
     out
 }
 
-/// One image to resolve.
-struct Job {
+/// One image the kubelet would pull, waiting for a verdict; `template` indexes the pod
+/// templates whose credentials and platforms apply to it.
+#[derive(Debug)]
+struct ImageToResolve {
     container: String,
     image: String,
     pointer: String,
     template: usize,
+}
+
+/// The pod templates of `obj` and, in document order, the images of each that the kubelet
+/// would pull ([`crate::k8s::templates::ImageUse::is_pulled`]).
+fn images_to_resolve<'a>(obj: &'a Value, table: &Table) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
+    let mut templates: Vec<&Value> = Vec::new();
+    let mut images = Vec::new();
+    for t in pod_templates(obj, table) {
+        let Some(template) = obj.pointer(&t.pointer) else {
+            continue;
+        };
+        let index = templates.len();
+        templates.push(template);
+        for u in template_images(template, &t.pointer) {
+            if !u.is_pulled() {
+                continue;
+            }
+            images.push(ImageToResolve {
+                container: u.container,
+                image: u.image,
+                pointer: u.pointer,
+                template: index,
+            });
+        }
+    }
+    (templates, images)
 }
 
 /// Resolve every image of `obj` within the budget. Returns the checks (in document order)
@@ -285,27 +313,7 @@ async fn resolve(
         cfg.budget.as_secs_f64()
     );
     let mut notes = Vec::new();
-    let mut jobs: Vec<Job> = Vec::new();
-    let mut templates: Vec<&Value> = Vec::new();
-    for t in pod_templates(obj, &cfg.table) {
-        let Some(template) = obj.pointer(&t.pointer) else {
-            continue;
-        };
-        let index = templates.len();
-        templates.push(template);
-        for u in template_images(template, &t.pointer) {
-            // Never pulled by the kubelet: nothing to check (lint warns about it).
-            if u.pull_policy.as_deref() == Some("Never") && u.slot != Slot::ImageVolume {
-                continue;
-            }
-            jobs.push(Job {
-                container: u.container,
-                image: u.image,
-                pointer: u.pointer,
-                template: index,
-            });
-        }
-    }
+    let (templates, pending) = images_to_resolve(obj, &cfg.table);
     // Credentials, one lookup per template (the API reads are cached and coalesced).
     let creds: Vec<TemplateCredentials> = match &state.cluster {
         None => templates
@@ -321,7 +329,7 @@ async fn resolve(
             match tokio::time::timeout_at(by.into(), all).await {
                 Ok(c) => c,
                 Err(_) => {
-                    let checks = jobs
+                    let checks = pending
                         .into_iter()
                         .map(|j| ImageCheck {
                             container: j.container,
@@ -349,10 +357,10 @@ async fn resolve(
         .map(|t| template_platforms(t, &cfg.cluster_platforms))
         .collect();
 
-    let mut results: Vec<Option<Checked>> = vec![None; jobs.len()];
+    let mut results: Vec<Option<Checked>> = vec![None; pending.len()];
     {
-        let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(jobs.len());
-        for (i, j) in jobs.iter().enumerate() {
+        let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(pending.len());
+        for (i, j) in pending.iter().enumerate() {
             let creds = &creds[j.template];
             let platforms = &platforms[j.template];
             futures.push(Box::pin(async move {
@@ -372,7 +380,7 @@ async fn resolve(
             }
         }
     }
-    let checks = jobs
+    let checks = pending
         .into_iter()
         .zip(results)
         .map(|(j, r)| {
@@ -526,6 +534,24 @@ mod tests {
             names(template_platforms(&windows, &cluster)),
             vec!["windows/amd64", "windows/arm64"]
         );
+    }
+
+    #[test]
+    fn images_never_pulled_are_not_resolved_in_any_slot() {
+        // An image volume with pullPolicy Never is no more pulled than a container with
+        // imagePullPolicy Never: neither is sent to a registry.
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+            "initContainers": [{"name": "i", "image": "r.example/init:v1", "imagePullPolicy": "Never"}],
+            "containers": [{"name": "c", "image": "r.example/app:v1"}],
+            "volumes": [
+                {"name": "local", "image": {"reference": "r.example/local:v1", "pullPolicy": "Never"}},
+                {"name": "model", "image": {"reference": "r.example/model:v1", "pullPolicy": "IfNotPresent"}},
+            ],
+        }}}});
+        let (templates, pending) = images_to_resolve(&job, &Table::builtin());
+        assert_eq!(templates.len(), 1);
+        let images: Vec<&str> = pending.iter().map(|p| p.image.as_str()).collect();
+        assert_eq!(images, vec!["r.example/app:v1", "r.example/model:v1"]);
     }
 
     #[test]
