@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::UsageError;
+
 const EXAMPLES: &str = "\
 Examples:
   pullcheck check busybox:1.36 ghcr.io/org/app@sha256:0123…
@@ -142,6 +144,29 @@ kubelet's own pull follows seconds later, so on metered registries the platform 
 unless this is given; the output then says the platform was not verified."
     )]
     pub verify_platform_on_metered: bool,
+}
+
+impl RegistryArgs {
+    /// `--hosts-dir`, checked to be a directory.
+    pub(super) fn hosts_dir(&self) -> Result<Option<PathBuf>, UsageError> {
+        match &self.hosts_dir {
+            Some(d) if !d.is_dir() => Err(UsageError(format!(
+                "--hosts-dir {}: not a directory; pass a containerd certs.d root such as /etc/containerd/certs.d",
+                d.display()
+            ))),
+            d => Ok(d.clone()),
+        }
+    }
+}
+
+/// `--concurrency`, checked to be between 1 and 1024.
+pub(super) fn concurrency(n: usize) -> Result<usize, UsageError> {
+    if n == 0 || n > 1024 {
+        return Err(UsageError(format!(
+            "--concurrency {n}: must be between 1 and 1024"
+        )));
+    }
+    Ok(n)
 }
 
 /// Options shared by every command that resolves images.

@@ -329,20 +329,8 @@ impl WebhookArgs {
                 Platform::parse(p).map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if self.concurrency == 0 || self.concurrency > 1024 {
-            return Err(UsageError(format!(
-                "--concurrency {}: must be between 1 and 1024",
-                self.concurrency
-            )));
-        }
-        if let Some(d) = &self.registry.hosts_dir
-            && !d.is_dir()
-        {
-            return Err(UsageError(format!(
-                "--hosts-dir {}: not a directory; pass a containerd certs.d root",
-                d.display()
-            )));
-        }
+        let concurrency = super::args::concurrency(self.concurrency)?;
+        let hosts_dir = self.registry.hosts_dir()?;
         let table = match &self.kinds {
             None => Table::builtin(),
             Some(p) => {
@@ -381,7 +369,7 @@ impl WebhookArgs {
                 secret_ttl: seconds("--secret-cache-ttl", self.secret_cache_ttl, 3_600.0)?,
             },
             shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
-            hosts_dir: self.registry.hosts_dir.clone(),
+            hosts_dir,
             insecure: self.registry.insecure_registry.clone(),
             ca_files: self.registry.ca_file.clone(),
             node_credentials: list_or_default(
@@ -391,7 +379,7 @@ impl WebhookArgs {
             metered: list_or_default(&self.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
             verify_platform_on_metered: self.registry.verify_platform_on_metered,
             request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
-            concurrency: self.concurrency,
+            concurrency,
         })
     }
 

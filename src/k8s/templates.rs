@@ -413,6 +413,13 @@ impl ImageUse {
     }
 }
 
+/// True when `image` is a valid reference without a digest: one that a tag could move under,
+/// and that a digest pin would change. An image that does not parse is not called unpinned:
+/// its verdict is `invalid_reference`, which says more.
+pub fn is_unpinned(image: &str) -> bool {
+    crate::reference::Reference::parse(image).is_ok_and(|r| r.digest().is_none())
+}
+
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::AdmissionResponse;
 use serde_json::Value;
 
 use super::cache::{VerdictCache, VerdictKey};
@@ -22,10 +21,9 @@ use super::cluster::{Cluster, TemplateCredentials};
 use super::config::Config;
 use super::engines::platforms_key;
 use super::metrics::Metrics;
-use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
+use super::review::{self, Checked, Decoded, ImageCheck, Policy, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
 use crate::engine::{Engine, Outcome, PlatformPolicy};
-use crate::k8s::lint::lint_object;
 use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
@@ -70,89 +68,63 @@ fn encode(resp: AdmissionResponse) -> Value {
 pub async fn admit(state: &WebhookState, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
     let started = Instant::now();
     let seconds = || started.elapsed().as_secs_f64();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => {
-            state
-                .metrics
-                .admission(webhook.as_str(), "unknown", "invalid", seconds());
-            let resp =
-                AdmissionResponse::invalid(format!("cannot decode the AdmissionReview: {e}"));
-            return (StatusCode::BAD_REQUEST, encode(resp));
-        }
-    };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(e) => {
-            state
-                .metrics
-                .admission(webhook.as_str(), "unknown", "invalid", seconds());
-            return (StatusCode::OK, encode(AdmissionResponse::invalid(e)));
-        }
-    };
-    let kind = req.kind.kind.clone();
-    let object = req
-        .object
-        .as_ref()
-        .map(|o| review::object_json(o, &req.kind));
-    let old = req
-        .old_object
-        .as_ref()
-        .map(|o| review::object_json(o, &req.kind));
     let cfg = &state.config;
-    let triage = review::triage(
-        &req.operation,
-        object.as_ref(),
-        old.as_ref(),
-        &cfg.table,
-        webhook,
-    );
-    let (resp, label) = match (triage, object) {
-        (Triage::Check, Some(obj)) => {
-            let namespace = req
-                .namespace
-                .clone()
-                .or_else(|| {
-                    obj.pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_else(|| "default".into());
-            match webhook {
-                Webhook::Validate => {
-                    let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
-                    notes.extend(lint_object(&obj, &cfg.table).into_iter().map(|f| f.message));
-                    let policy = Policy {
-                        mode: cfg.mode,
-                        fail_closed: cfg.fail_closed,
-                    };
-                    let resp = review::validate(&req, &checks, &notes, policy);
-                    let label = if !resp.allowed {
-                        "denied"
-                    } else if checks.iter().any(|c| c.failed() || c.unverified()) {
-                        "warned"
-                    } else {
-                        "allowed"
-                    };
-                    (resp, label)
-                }
-                Webhook::Mutate => {
-                    let pins = if cfg.pin_digests {
-                        let (checks, _) = resolve(state, &obj, &namespace, started).await;
-                        review::pins(&checks)
-                    } else {
-                        Vec::new()
-                    };
-                    let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
-                    let label = if resp.patch.is_some() {
-                        "patched"
-                    } else {
-                        "allowed"
-                    };
-                    (resp, label)
-                }
-            }
+    let decoded = match review::decode(body, &cfg.table, webhook) {
+        Ok(d) => d,
+        Err(e) => {
+            state
+                .metrics
+                .admission(webhook.as_str(), "unknown", "invalid", seconds());
+            let status = match e {
+                Undecodable::Body(_) => StatusCode::BAD_REQUEST,
+                Undecodable::NoRequest(_) => StatusCode::OK,
+            };
+            return (status, encode(e.response()));
         }
+    };
+    let namespace = decoded.namespace();
+    let Decoded {
+        req,
+        object,
+        triage,
+        ..
+    } = decoded;
+    let kind = req.kind.kind.clone();
+    let (resp, label) = match (triage, object) {
+        (Triage::Check, Some(obj)) => match webhook {
+            Webhook::Validate => {
+                let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
+                notes.extend(review::lint_notes(&obj, &cfg.table));
+                let policy = Policy {
+                    mode: cfg.mode,
+                    fail_closed: cfg.fail_closed,
+                };
+                let resp = review::validate(&req, &checks, &notes, policy);
+                let label = if !resp.allowed {
+                    "denied"
+                } else if checks.iter().any(|c| c.failed() || c.unverified()) {
+                    "warned"
+                } else {
+                    "allowed"
+                };
+                (resp, label)
+            }
+            Webhook::Mutate => {
+                let pins = if cfg.pin_digests {
+                    let (checks, _) = resolve(state, &obj, &namespace, started).await;
+                    review::pins(&checks)
+                } else {
+                    Vec::new()
+                };
+                let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
+                let label = if resp.patch.is_some() {
+                    "patched"
+                } else {
+                    "allowed"
+                };
+                (resp, label)
+            }
+        },
         (t, _) => {
             if let Triage::Skip(s) = &t {
                 tracing::debug!(uid = %req.uid, kind = %kind, reason = s.as_str(), "skipped");
@@ -399,25 +371,6 @@ async fn resolve(
     (checks, notes)
 }
 
-/// A synthetic outcome (for refusals decided before the engine).
-fn outcome(image: &str, verdict: Verdict, detail: String) -> Outcome {
-    Outcome {
-        image: image.to_string(),
-        reference: None,
-        verdict,
-        exit_code: verdict.exit_code(),
-        detail,
-        digest: None,
-        media_type: None,
-        platform: Default::default(),
-        registry: None,
-        endpoint: None,
-        credential: None,
-        warnings: vec![],
-        elapsed_ms: 0,
-    }
-}
-
 /// Refuse a registry written as a link-local, metadata or unspecified IP literal.
 fn special_literal(reference: &Reference) -> Option<String> {
     let domain = reference.domain();
@@ -463,7 +416,7 @@ async fn check_image(
     if state.refuse_special_literals
         && let Some(detail) = special_literal(&reference)
     {
-        return Checked::Done(Box::new(outcome(image, Verdict::Denied, detail)));
+        return Checked::Done(Box::new(Outcome::new(image, Verdict::Denied, detail)));
     }
     let credentials = keychain
         .lookup(&reference.name(), reference.domain())

@@ -10,17 +10,17 @@
 //!   the JSON patch between the object as received and as rewritten.
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::Value;
 
 use super::config::Mode;
 use crate::engine::Outcome;
 use crate::k8s::inject::{InjectOptions, SKIP_ANNOTATION, inject_object, skipped};
-use crate::k8s::templates::{Table, pod_templates};
+use crate::k8s::lint::lint_object;
+use crate::k8s::templates::{Table, is_unpinned, pod_templates};
 use crate::verdict::Verdict;
 
-/// The advised limit for one admission warning (kube-core `AdmissionResponse::warnings`).
-pub const MAX_WARNING_CHARS: usize = 120;
+pub use crate::k8s::MAX_WARNING_CHARS;
 
 /// At most this many warnings are returned; the API server truncates long lists anyway.
 pub const MAX_WARNINGS: usize = 30;
@@ -162,6 +162,85 @@ pub fn triage(
     Triage::Check
 }
 
+/// A body that gets no decision, only an `AdmissionResponse::invalid` answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Undecodable {
+    /// Not an AdmissionReview at all (answered with HTTP 400).
+    #[error("cannot decode the AdmissionReview: {0}")]
+    Body(serde_json::Error),
+    /// An AdmissionReview without a request (answered with HTTP 200, as kube-core's example
+    /// does).
+    #[error(transparent)]
+    NoRequest(#[from] kube::core::admission::ConvertAdmissionReviewError),
+}
+
+impl Undecodable {
+    /// The answer: `AdmissionResponse::invalid` with this error's message.
+    pub fn response(&self) -> AdmissionResponse {
+        AdmissionResponse::invalid(self.to_string())
+    }
+}
+
+/// A decoded review: the request, its objects as JSON, and whether it is checked.
+pub struct Decoded {
+    /// The request (uid, kind, operation, namespace…).
+    pub req: AdmissionRequest<DynamicObject>,
+    /// `request.object` as JSON, with `apiVersion` and `kind` filled in.
+    pub object: Option<Value>,
+    /// `request.oldObject` as JSON, likewise.
+    pub old: Option<Value>,
+    /// What [`triage`] said about it.
+    pub triage: Triage,
+}
+
+impl Decoded {
+    /// The namespace the object lives in: the request's, else the object's, else `default`.
+    pub fn namespace(&self) -> String {
+        self.req
+            .namespace
+            .clone()
+            .or_else(|| {
+                self.object
+                    .as_ref()?
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "default".into())
+    }
+}
+
+/// Decode the body the API server sent and triage it: everything the webhook decides before
+/// any I/O.
+pub fn decode(body: &[u8], table: &Table, webhook: Webhook) -> Result<Decoded, Undecodable> {
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(Undecodable::Body)?;
+    let req: AdmissionRequest<DynamicObject> = review.try_into()?;
+    let object = req.object.as_ref().map(|o| object_json(o, &req.kind));
+    let old = req.old_object.as_ref().map(|o| object_json(o, &req.kind));
+    let triage = triage(
+        &req.operation,
+        object.as_ref(),
+        old.as_ref(),
+        table,
+        webhook,
+    );
+    Ok(Decoded {
+        req,
+        object,
+        old,
+        triage,
+    })
+}
+
+/// The lint findings of a checked object, as the validating answer's extra warnings.
+pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
+    lint_object(obj, table)
+        .into_iter()
+        .map(|f| f.message)
+        .collect()
+}
+
 fn templates_of<'a>(obj: &'a Value, table: &Table) -> Vec<Option<&'a Value>> {
     pod_templates(obj, table)
         .iter()
@@ -226,13 +305,7 @@ pub struct Policy {
 
 /// Cut a warning to [`MAX_WARNING_CHARS`] characters (an ellipsis marks the cut).
 pub fn fit(text: &str) -> String {
-    let one_line = text.replace(['\n', '\r'], " ");
-    if one_line.chars().count() <= MAX_WARNING_CHARS {
-        return one_line;
-    }
-    let mut cut: String = one_line.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
+    crate::k8s::cut_chars(&text.replace(['\n', '\r'], " "), MAX_WARNING_CHARS)
 }
 
 fn push_unique(out: &mut Vec<String>, line: String) {
@@ -306,7 +379,7 @@ pub fn pins(checks: &[ImageCheck]) -> Vec<(String, String)> {
     checks
         .iter()
         .filter_map(|c| match &c.result {
-            Checked::Done(o) if o.verdict == Verdict::Pullable && !c.image.contains('@') => o
+            Checked::Done(o) if o.verdict == Verdict::Pullable && is_unpinned(&c.image) => o
                 .digest
                 .as_ref()
                 .map(|d| (c.pointer.clone(), format!("{}@{d}", c.image))),
@@ -378,7 +451,6 @@ pub const OPT_OUT_ANNOTATION: &str = SKIP_ANNOTATION;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::admission::AdmissionReview;
 
     fn load(name: &str) -> AdmissionRequest<DynamicObject> {
         let path = format!("{}/tests/data/admission/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -408,21 +480,9 @@ mod tests {
     }
 
     fn outcome(image: &str, verdict: Verdict, detail: &str, digest: Option<&str>) -> Outcome {
-        Outcome {
-            image: image.into(),
-            reference: None,
-            verdict,
-            exit_code: verdict.exit_code(),
-            detail: detail.into(),
-            digest: digest.map(str::to_string),
-            media_type: None,
-            platform: Default::default(),
-            registry: None,
-            endpoint: None,
-            credential: None,
-            warnings: vec![],
-            elapsed_ms: 0,
-        }
+        let mut o = Outcome::new(image, verdict, detail.into());
+        o.digest = digest.map(str::to_string);
+        o
     }
 
     fn check(container: &str, image: &str, result: Checked) -> ImageCheck {
