@@ -1,5 +1,5 @@
 //! AdmissionReview handling, without the network: the webhook's own decode and triage
-//! (`review::decode`), then the pure decision steps of both endpoints (validate with the lint
+//! (`triage::decode`), then the pure decision steps of both endpoints (validate with the lint
 //! notes, mutate = inject) on whatever is checked. No panic on any body; every answer
 //! serialises to an AdmissionReview.
 #![no_main]
@@ -10,8 +10,9 @@ use pullcheck::k8s::inject::InjectOptions;
 use pullcheck::k8s::templates::{Table, pod_templates};
 use pullcheck::platform::Platform;
 use pullcheck::webhook::Mode;
-use pullcheck::webhook::handler::template_platforms;
-use pullcheck::webhook::review::{self, Policy, Triage, Webhook};
+use pullcheck::webhook::platforms::template_platforms;
+use pullcheck::webhook::review::{self, Policy};
+use pullcheck::webhook::triage::{self, Triage, Webhook};
 
 fn encode(resp: AdmissionResponse) {
     serde_json::to_vec(&resp.into_review()).expect("an AdmissionReview always serialises");
@@ -24,7 +25,7 @@ fuzz_target!(|body: &[u8]| {
         Platform::parse("linux/arm64").unwrap(),
     ];
     for webhook in [Webhook::Validate, Webhook::Mutate] {
-        let decoded = match review::decode(body, &table, webhook) {
+        let decoded = match triage::decode(body, &table, webhook) {
             Ok(d) => d,
             Err(e) => return encode(e.response()),
         };

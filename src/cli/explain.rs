@@ -3,11 +3,33 @@
 
 use std::io::Write;
 
+use clap::Args;
+
 use super::UsageError;
-use super::args::{ExplainArgs, Output};
+use super::args::{Output, ResolveArgs};
 use crate::engine::PlatformPolicy;
 use crate::reference::{Reference, kubelet_image_sent_to_cri};
 use crate::registry::hosts;
+
+/// Arguments of `pullcheck explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// One image reference.
+    #[arg(
+        value_name = "IMAGE",
+        help_heading = "Input",
+        long_help = "The image reference to explain, as written in a pod spec."
+    )]
+    pub image: String,
+
+    #[command(flatten)]
+    pub resolve: ResolveArgs,
+
+    /// Output format: text or json (stdout).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+        long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
+    pub output: Output,
+}
 
 #[derive(serde::Serialize)]
 struct Explanation {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::UsageError;
-use super::inject::{load_table, read_input};
+use super::input::{load_table, read_input};
 use crate::k8s::lint::{Finding, lint_stream};
 use crate::verdict::code;
 

@@ -3,7 +3,9 @@
 pub mod args;
 pub mod check;
 pub mod explain;
+pub mod init_container;
 pub mod inject;
+pub mod input;
 pub mod lint;
 pub mod plan;
 pub mod scan;
@@ -11,9 +13,70 @@ pub mod webhook;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::verdict::code;
+
+const EXAMPLES: &str = "\
+Examples:
+  pullcheck check busybox:1.36 ghcr.io/org/app@sha256:0123…
+  pullcheck check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
+  pullcheck check --platform linux/arm64 --output json nginx:1.27
+  pullcheck explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
+  pullcheck scan -f job.yaml
+  pullcheck inject --fail-fast -f job.yaml | kubectl apply -f -
+  pullcheck lint --strict -f job.yaml
+  pullcheck completion bash > /etc/bash_completion.d/pullcheck";
+
+fn after_help() -> String {
+    format!(
+        "{EXAMPLES}\n\nExit codes:\n{}",
+        crate::verdict::exit_code_table(false)
+    )
+}
+
+/// Fail Kubernetes Jobs fast when an image can't be pulled.
+#[derive(Debug, Parser)]
+#[command(name = "pullcheck", version, about, long_about = "Decide, the way the kubelet would, \
+whether container images can be pulled: kubelet/containerd reference normalization, kubelet \
+keyring credential matching, containerd platform matching, HEAD-first resolution. Each failure \
+has its own exit code, for Job podFailurePolicy rules.", after_long_help = after_help())]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// More log output on stderr (-v debug, -vv trace). Secrets are never logged.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output",
+        long_help = "More log output on stderr: -v for debug, -vv for trace. Requests are logged \
+with redacted URLs; credentials and tokens never appear at any level. RUST_LOG overrides.")]
+    pub verbose: u8,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check images: one verdict per image, exit code for podFailurePolicy.
+    #[command(after_long_help = after_help())]
+    Check(check::CheckArgs),
+    /// Show how an image would be resolved: endpoints, credential keys, platform.
+    #[command(after_long_help = after_help())]
+    Explain(explain::ExplainArgs),
+    /// Check every image referenced by Kubernetes manifests (CI, before kubectl apply).
+    #[command(after_long_help = after_help())]
+    Scan(scan::ScanArgs),
+    /// Add the pullcheck init container (and with --fail-fast a podFailurePolicy).
+    Inject(inject::InjectArgs),
+    /// Report what keeps a broken image from failing fast (exit 30 with --strict).
+    Lint(lint::LintArgs),
+    /// Serve the admission webhook (validate and mutate workloads).
+    Webhook(Box<webhook::WebhookArgs>),
+    /// Print a shell completion script.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum, long_help = "The shell to generate completions for.")]
+        shell: clap_complete::Shell,
+    },
+}
 
 /// A problem with the user's input: printed as one line, exit 2.
 #[derive(Debug)]
@@ -27,24 +90,24 @@ impl std::fmt::Display for UsageError {
 
 /// Parse argv, run the command, and return the process exit code.
 pub fn run() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
-        args::Command::Completion { shell } => {
+        Command::Completion { shell } => {
             clap_complete::generate(
                 shell,
-                &mut args::Cli::command(),
+                &mut Cli::command(),
                 "pullcheck",
                 &mut std::io::stdout(),
             );
             Ok(code::OK)
         }
-        args::Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
-        args::Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
-        args::Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
-        args::Command::Inject(a) => inject::run(a),
-        args::Command::Lint(a) => lint::run(a),
-        args::Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
+        Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
+        Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
+        Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
+        Command::Inject(a) => inject::run(a),
+        Command::Lint(a) => lint::run(a),
+        Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
     };
     match result {
         Ok(c) => ExitCode::from(c),

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::UsageError;
 use super::args::{Output, ResolveArgs};
-use super::inject::{load_table, read_input};
+use super::input::{load_table, read_input};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
 use crate::k8s::yaml::parse_documents;

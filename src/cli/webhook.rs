@@ -8,11 +8,11 @@ use std::sync::atomic::AtomicBool;
 use clap::{Args, ValueEnum};
 
 use super::UsageError;
-use super::inject::Transient;
+use super::init_container::{Transient, validate_options};
+use super::input::load_table;
 use super::plan::{list_or_default, seconds};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
 use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
-use crate::k8s::templates::Table;
 use crate::platform::Platform;
 use crate::registry::guard::{Guard, GuardPolicy};
 use crate::verdict::code;
@@ -331,12 +331,7 @@ impl WebhookArgs {
             .collect::<Result<Vec<_>, _>>()?;
         let concurrency = super::args::concurrency(self.concurrency)?;
         let hosts_dir = self.registry.hosts_dir()?;
-        let table = match &self.kinds {
-            None => Table::builtin(),
-            Some(p) => {
-                Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string()))?
-            }
-        };
+        let table = load_table(self.kinds.as_deref())?;
         let inject = InjectOptions {
             image: self.inject_image.clone(),
             cpu: self.inject_cpu.clone(),
@@ -345,7 +340,7 @@ impl WebhookArgs {
             fail_fast: self.fail_fast,
             transient: self.transient.into(),
         };
-        super::inject::validate_options(&inject, "inject-")?;
+        validate_options(&inject, "inject-")?;
         Ok(Config {
             listen: self.listen,
             tls_cert: self.tls_cert.clone(),

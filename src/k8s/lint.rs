@@ -8,7 +8,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::inject::{CONTAINER_NAME, is_windows, skipped};
+use super::CONTAINER_NAME;
+use super::inject::{is_windows, skipped};
 use super::policy::covers_pullcheck_codes;
 use super::templates::{
     PodTemplateRef, Slot, Table, is_unpinned, namespace_and_name, pod_templates, template_images,

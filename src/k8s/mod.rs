@@ -7,6 +7,8 @@
 //!   podFailurePolicy rules);
 //! - [`lint`]: the gaps that keep a broken image from failing a workload fast.
 //!
+//! The names `inject`, `policy` and `lint` share (the container name, the transient action,
+//! warnings, the message limit) are defined here, so none of them imports another for them.
 //! Nothing here touches the network; objects are plain [`serde_json::Value`]s.
 
 pub mod inject;
@@ -15,7 +17,7 @@ pub mod policy;
 pub mod templates;
 pub mod yaml;
 
-pub use inject::{CONTAINER_NAME, InjectOptions, TransientAction, Warning, inject_object};
+pub use inject::{InjectOptions, inject_object};
 pub use lint::{Finding, lint_object};
 pub use templates::{ImageUse, PodTemplateRef, Slot, Table, images, pod_templates};
 
@@ -32,4 +34,26 @@ pub fn cut_chars(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
+pub const CONTAINER_NAME: &str = "pullcheck";
+
+/// What a podFailurePolicy does with the transient exit code (20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransientAction {
+    /// Count the failure toward backoffLimit (a new pod retries the pull check).
+    #[default]
+    Count,
+    /// Don't count it: retries are unbounded unless activeDeadlineSeconds is set.
+    Ignore,
+}
+
+/// Something the user should know about a document that was (or was not) changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// JSON pointer to what the warning is about (`""` for the whole object).
+    pub path: String,
+    /// One line, at most 120 characters.
+    pub message: String,
 }

@@ -28,7 +28,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
 use super::handler::{WebhookState, admit};
-use super::review::Webhook;
+use super::triage::Webhook;
 
 /// Largest admission review accepted (the API server's own request limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
