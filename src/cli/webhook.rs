@@ -2,8 +2,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use clap::{Args, ValueEnum};
 
@@ -16,11 +14,8 @@ use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_ima
 use crate::platform::Platform;
 use crate::registry::guard::{Guard, GuardPolicy};
 use crate::verdict::code;
-use crate::webhook::cache::VerdictCache;
-use crate::webhook::cluster::{Cluster, in_cluster};
+use crate::webhook::cluster::in_cluster;
 use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
-use crate::webhook::handler::WebhookState;
-use crate::webhook::metrics::Metrics;
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -406,32 +401,10 @@ impl WebhookArgs {
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
 pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
-    let config = Arc::new(a.config()?);
-    let metrics = Arc::new(Metrics::new());
+    let config = a.config()?;
     let guard = Guard::new(a.guard_policy());
-    let engine = crate::webhook::engines::build(&config, guard).map_err(UsageError)?;
-    let cluster = match &config.apiserver {
-        Some(api) => {
-            Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone()).map_err(UsageError)?)
-        }
-        None => {
-            tracing::warn!(
-                "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
-            );
-            None
-        }
-    };
-    let state = Arc::new(WebhookState {
-        verdicts: VerdictCache::new(&config.cache),
-        config: config.clone(),
-        engine,
-        cluster,
-        metrics,
-        ready: AtomicBool::new(false),
-        refuse_special_literals: a.allow_loopback_registries,
-    });
-    crate::webhook::server::serve(state)
+    crate::webhook::serve(config, guard, a.allow_loopback_registries)
         .await
-        .map_err(UsageError)?;
+        .map_err(|e| UsageError(e.to_string()))?;
     Ok(code::OK)
 }

@@ -16,6 +16,7 @@ use http::StatusCode;
 use kube::core::admission::AdmissionResponse;
 use serde_json::Value;
 
+use super::WebhookError;
 use super::cache::{VerdictCache, VerdictKey};
 use super::cluster::{Cluster, TemplateCredentials};
 use super::config::Config;
@@ -29,26 +30,55 @@ use crate::engine::{Engine, Outcome, PlatformPolicy};
 use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
-use crate::registry::guard::{AddrClass, classify};
+use crate::registry::guard::{AddrClass, Guard, classify};
 use crate::verdict::Verdict;
 
 /// Everything a request needs, shared by all of them.
 pub struct WebhookState {
-    /// Settings.
     pub config: Arc<Config>,
-    /// Engines per credential and platform set.
+    /// The one engine; credentials and platforms are passed per image (see [`super::engines`]).
     pub engine: Engine,
-    /// Verdict cache.
     pub verdicts: VerdictCache,
     /// Kubernetes API access for pull secrets (`None`: anonymous only).
     pub cluster: Option<Cluster>,
-    /// Metrics.
     pub metrics: Arc<Metrics>,
     /// False until serving, and again once shutdown starts.
     pub ready: AtomicBool,
     /// Refuse registries given as link-local, metadata or unspecified IP literals before
     /// the engine sees them (on when the guard itself lets loopback through for tests).
     pub refuse_special_literals: bool,
+}
+
+impl WebhookState {
+    /// The state for `config`: the engine behind `guard`, the API client when there is an API
+    /// server, empty caches. A bad `--ca-file` or `--apiserver*` setting fails here, at
+    /// startup, rather than per request.
+    pub fn new(
+        config: Config,
+        guard: Guard,
+        refuse_special_literals: bool,
+    ) -> Result<WebhookState, WebhookError> {
+        let metrics = Arc::new(Metrics::new());
+        let engine = super::engines::build(&config, guard)?;
+        let cluster = match &config.apiserver {
+            Some(api) => Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone())?),
+            None => {
+                tracing::warn!(
+                    "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
+                );
+                None
+            }
+        };
+        Ok(WebhookState {
+            verdicts: VerdictCache::new(&config.cache),
+            config: Arc::new(config),
+            engine,
+            cluster,
+            metrics,
+            ready: AtomicBool::new(false),
+            refuse_special_literals,
+        })
+    }
 }
 
 /// The time left for registry work: the answer must leave before the budget ends.

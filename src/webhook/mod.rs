@@ -26,6 +26,35 @@ pub mod review;
 pub mod server;
 pub mod triage;
 
+use std::sync::Arc;
+
 pub use config::{Config, Mode};
 pub use review::{Checked, ImageCheck, Policy};
 pub use triage::{Skip, Triage, Webhook};
+
+/// Why the webhook could not start, or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// A registry CA file (`--ca-file`, `SSL_CERT_FILE`) does not load.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::tls::TlsError),
+    /// The Kubernetes API client can't be built from the `--apiserver*` settings.
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+    /// The HTTPS server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] server::ServeError),
+}
+
+/// Serve the admission webhook with `config` until SIGTERM, contacting registries only
+/// through `guard`; returns once in-flight requests have drained.
+/// `refuse_special_literals`: see [`handler::WebhookState::refuse_special_literals`].
+pub async fn serve(
+    config: Config,
+    guard: crate::registry::guard::Guard,
+    refuse_special_literals: bool,
+) -> Result<(), WebhookError> {
+    let state = handler::WebhookState::new(config, guard, refuse_special_literals)?;
+    server::serve(Arc::new(state)).await?;
+    Ok(())
+}
