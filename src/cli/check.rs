@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::UsageError;
+use super::CliError;
 use super::args::{Output, ResolveArgs};
 use crate::engine::Engine;
 use crate::report::{json, termination, text};
@@ -55,7 +55,7 @@ Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
 }
 
 /// Run the check and report; returns the exit code.
-pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
+pub async fn run(a: CheckArgs) -> Result<u8, CliError> {
     super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
@@ -70,11 +70,11 @@ pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
             }
         }
     }
-    if a.output == Output::Json {
-        let _ = std::io::stdout()
-            .lock()
-            .write_all(json::document(&outcomes, code).as_bytes());
-    }
+    // The termination log is written even when stdout fails: it is what the Job's pod shows.
+    let printed = match a.output {
+        Output::Json => super::print(&json::document(&outcomes, code)),
+        Output::Text => Ok(()),
+    };
     if let Some(path) = termination_path(a.termination_log.as_deref())
         && let Err(e) = termination::write(&path, &outcomes, code)
     {
@@ -85,6 +85,7 @@ pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
         token_fetches = engine.registry().token_fetches(),
         "done"
     );
+    printed?;
     Ok(code)
 }
 

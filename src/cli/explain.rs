@@ -1,12 +1,10 @@
 //! `pullcheck explain IMAGE`: how the image would be resolved, without contacting anything.
 //! What a person runs when a pull secret "doesn't work".
 
-use std::io::Write;
-
 use clap::Args;
 
-use super::UsageError;
 use super::args::{Output, ResolveArgs};
+use super::{CliError, UsageError};
 use crate::engine::PlatformPolicy;
 use crate::reference::{Reference, kubelet_image_sent_to_cri};
 use crate::registry::hosts;
@@ -57,7 +55,7 @@ struct EndpointView {
 }
 
 /// Print the explanation; exit 0, or 10 for an invalid reference.
-pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
+pub async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     let reference = match Reference::parse(&a.image) {
         Ok(r) => r,
         Err(e) => {
@@ -112,12 +110,11 @@ pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
             .collect(),
         platform,
     };
-    let mut out = std::io::stdout().lock();
     let text = match a.output {
         Output::Json => serde_json::to_string_pretty(&ex).unwrap_or_default() + "\n",
         Output::Text => render(&ex),
     };
-    let _ = out.write_all(text.as_bytes());
+    super::print(&text)?;
     Ok(0)
 }
 

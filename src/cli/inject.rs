@@ -1,14 +1,13 @@
 //! `pullcheck inject`: add the pullcheck init container to manifests (stdout), warnings on
 //! stderr.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::UsageError;
 use super::init_container::{Transient, validate_options};
 use super::input::{load_table, read_input};
+use super::{CliError, UsageError};
 use crate::k8s::inject::{
     DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_stream,
 };
@@ -108,7 +107,7 @@ impl InjectArgs {
 
 /// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
 /// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
-pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
+pub fn run(a: InjectArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display();
@@ -127,13 +126,6 @@ pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
             w.message
         );
     }
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(code::OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code::OK),
-        Err(e) => Err(UsageError(format!("stdout: cannot write: {e}"))),
-    }
+    super::print(&out)?;
+    Ok(code::OK)
 }

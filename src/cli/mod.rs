@@ -11,6 +11,7 @@ pub mod plan;
 pub mod scan;
 pub mod webhook;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -88,20 +89,38 @@ impl std::fmt::Display for UsageError {
     }
 }
 
+/// Why a command ended without its own exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// The user's input: one line, exit 2.
+    Usage(UsageError),
+    /// stdout could not be written (closed pipe, full disk).
+    Write(std::io::Error),
+}
+
+impl From<UsageError> for CliError {
+    fn from(e: UsageError) -> Self {
+        CliError::Usage(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Write(e)
+    }
+}
+
 /// Parse argv, run the command, and return the process exit code.
+///
+/// Output errors are handled here once, as ripgrep does: a closed pipe (`| head`) ends the
+/// run quietly with 0, since the reader has all it wanted; any other write error (a full
+/// disk) is one line and exit 1 (`internal` in the exit-code table), because the output the
+/// caller relies on is incomplete and must not pass for a verdict.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
-        Command::Completion { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "pullcheck",
-                &mut std::io::stdout(),
-            );
-            Ok(code::OK)
-        }
+        Command::Completion { shell } => completion(shell),
         Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
         Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
         Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
@@ -111,30 +130,54 @@ pub fn run() -> ExitCode {
     };
     match result {
         Ok(c) => ExitCode::from(c),
-        Err(e) => {
+        Err(CliError::Usage(e)) => {
             eprintln!("pullcheck: {e}");
             ExitCode::from(code::USAGE)
+        }
+        Err(CliError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::from(code::OK)
+        }
+        Err(CliError::Write(e)) => {
+            eprintln!("pullcheck: cannot write output: {e}");
+            ExitCode::from(code::INTERNAL)
         }
     }
 }
 
+/// Write `text` to stdout and flush it, so that a failed write is seen here rather than
+/// lost when the buffer is dropped at exit.
+pub(crate) fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+fn completion(shell: clap_complete::Shell) -> Result<u8, CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "pullcheck", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
+    Ok(code::OK)
+}
+
 /// The server's runtime: one worker per core it is given (the webhook serves many clients).
-fn runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
 }
 
 /// The one-shot commands' runtime: a single thread. All checks of one run are futures
 /// polled by one task and the work is I/O-bound (docs/benchmarks.md), so worker threads
 /// only add start-up cost (thread creation, cross-thread wake-ups) to every pod start.
-fn cli_runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+fn cli_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
 }
 
 fn init_logging(verbose: u8) {

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::UsageError;
 use super::init_container::{Transient, validate_options};
 use super::input::load_table;
 use super::plan::{list_or_default, seconds};
+use super::{CliError, UsageError};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
 use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
 use crate::platform::Platform;
@@ -400,7 +400,7 @@ impl WebhookArgs {
 
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
-pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
+pub async fn run(a: WebhookArgs) -> Result<u8, CliError> {
     let config = a.config()?;
     let guard = Guard::new(a.guard_policy());
     crate::webhook::serve(config, guard, a.allow_loopback_registries)

@@ -5,6 +5,7 @@ mod check_requests;
 mod check_transient;
 mod check_verdicts;
 mod cli;
+mod cli_write_errors;
 mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;
