@@ -8,7 +8,6 @@ use clap::{Args, ValueEnum};
 
 use super::UsageError;
 
-/// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// Human-readable text.

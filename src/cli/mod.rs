@@ -53,7 +53,6 @@ with redacted URLs; credentials and tokens never appear at any level. RUST_LOG o
     pub verbose: u8,
 }
 
-/// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check images: one verdict per image, exit code for podFailurePolicy.

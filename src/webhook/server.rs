@@ -146,7 +146,7 @@ async fn metrics(State(s): State<Shared>) -> Response {
         .into_response()
 }
 
-/// The routes.
+/// `/validate` and `/mutate` (POST), `/healthz`, `/readyz` and `/metrics` (GET).
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/validate", post(validate))
