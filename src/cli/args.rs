@@ -1,72 +1,13 @@
-//! Command-line definitions (clap). Raw flags only: [`super::plan`] turns them into an
-//! [`crate::engine::Plan`] once, and nothing below the CLI sees clap types.
+//! The flag groups several commands share ([`ResolveArgs`], [`RegistryArgs`], [`Output`])
+//! and their validators. Raw flags only: `cli/plan.rs` turns them into an engine plan once,
+//! and nothing below the CLI sees clap types. Each command's own arguments live beside it.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 
-const EXAMPLES: &str = "\
-Examples:
-  pullcheck check busybox:1.36 ghcr.io/org/app@sha256:0123…
-  pullcheck check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
-  pullcheck check --platform linux/arm64 --output json nginx:1.27
-  pullcheck explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
-  pullcheck scan -f job.yaml
-  pullcheck inject --fail-fast -f job.yaml | kubectl apply -f -
-  pullcheck lint --strict -f job.yaml
-  pullcheck completion bash > /etc/bash_completion.d/pullcheck";
+use super::UsageError;
 
-fn after_help() -> String {
-    format!(
-        "{EXAMPLES}\n\nExit codes:\n{}",
-        crate::verdict::exit_code_table(false)
-    )
-}
-
-/// Fail Kubernetes Jobs fast when an image can't be pulled.
-#[derive(Debug, Parser)]
-#[command(name = "pullcheck", version, about, long_about = "Decide, the way the kubelet would, \
-whether container images can be pulled: kubelet/containerd reference normalization, kubelet \
-keyring credential matching, containerd platform matching, HEAD-first resolution. Each failure \
-has its own exit code, for Job podFailurePolicy rules.", after_long_help = after_help())]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-    /// More log output on stderr (-v debug, -vv trace). Secrets are never logged.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output",
-        long_help = "More log output on stderr: -v for debug, -vv for trace. Requests are logged \
-with redacted URLs; credentials and tokens never appear at any level. RUST_LOG overrides.")]
-    pub verbose: u8,
-}
-
-/// Subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Check images: one verdict per image, exit code for podFailurePolicy.
-    #[command(after_long_help = after_help())]
-    Check(CheckArgs),
-    /// Show how an image would be resolved: endpoints, credential keys, platform.
-    #[command(after_long_help = after_help())]
-    Explain(ExplainArgs),
-    /// Check every image referenced by Kubernetes manifests (CI, before kubectl apply).
-    #[command(after_long_help = after_help())]
-    Scan(super::scan::ScanArgs),
-    /// Add the pullcheck init container (and with --fail-fast a podFailurePolicy).
-    Inject(super::inject::InjectArgs),
-    /// Report what keeps a broken image from failing fast (exit 30 with --strict).
-    Lint(super::lint::LintArgs),
-    /// Serve the admission webhook (validate and mutate workloads).
-    Webhook(Box<super::webhook::WebhookArgs>),
-    /// Print a shell completion script.
-    Completion {
-        /// bash, zsh, fish, elvish or powershell.
-        #[arg(value_enum, long_help = "The shell to generate completions for.")]
-        shell: clap_complete::Shell,
-    },
-}
-
-/// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// Human-readable text.
@@ -142,6 +83,29 @@ kubelet's own pull follows seconds later, so on metered registries the platform 
 unless this is given; the output then says the platform was not verified."
     )]
     pub verify_platform_on_metered: bool,
+}
+
+impl RegistryArgs {
+    /// `--hosts-dir`, checked to be a directory.
+    pub(super) fn hosts_dir(&self) -> Result<Option<PathBuf>, UsageError> {
+        match &self.hosts_dir {
+            Some(d) if !d.is_dir() => Err(UsageError(format!(
+                "--hosts-dir {}: not a directory; pass a containerd certs.d root such as /etc/containerd/certs.d",
+                d.display()
+            ))),
+            d => Ok(d.clone()),
+        }
+    }
+}
+
+/// `--concurrency`, checked to be between 1 and 1024.
+pub(super) fn concurrency(n: usize) -> Result<usize, UsageError> {
+    if n == 0 || n > 1024 {
+        return Err(UsageError(format!(
+            "--concurrency {n}: must be between 1 and 1024"
+        )));
+    }
+    Ok(n)
 }
 
 /// Options shared by every command that resolves images.
@@ -229,67 +193,4 @@ transient (20)."
 registry share connections (HTTP/2 where the registry speaks it)."
     )]
     pub concurrency: usize,
-}
-
-/// `pullcheck check`.
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Image references, as written in a pod spec.
-    #[arg(
-        value_name = "IMAGE",
-        required = true,
-        help_heading = "Input",
-        long_help = "Image references exactly as in a pod spec (busybox, ghcr.io/org/app:v1, \
-repo@sha256:…). They are normalized like the kubelet does (docker.io, library/, latest)."
-    )]
-    pub images: Vec<String>,
-
-    #[command(flatten)]
-    pub resolve: ResolveArgs,
-
-    /// Output format: text (stderr) or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: one line per image on stderr. json: a document on stdout \
-(docs/json-schema.md); the text lines still go to stderr unless --quiet.")]
-    pub output: Output,
-
-    /// Termination-message file (default /dev/termination-log when it exists).
-    #[arg(
-        long = "termination-log",
-        value_name = "FILE",
-        help_heading = "Output",
-        env = "PULLCHECK_TERMINATION_LOG",
-        long_help = "Where to write a summary of at most 4 KiB for `kubectl describe pod`. \
-Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
-    )]
-    pub termination_log: Option<PathBuf>,
-
-    /// No text lines on stderr.
-    #[arg(
-        long,
-        short,
-        help_heading = "Output",
-        long_help = "Print no per-image lines on stderr."
-    )]
-    pub quiet: bool,
-}
-
-/// `pullcheck explain`.
-#[derive(Debug, Args)]
-pub struct ExplainArgs {
-    /// One image reference.
-    #[arg(
-        value_name = "IMAGE",
-        help_heading = "Input",
-        long_help = "The image reference to explain, as written in a pod spec."
-    )]
-    pub image: String,
-
-    #[command(flatten)]
-    pub resolve: ResolveArgs,
-
-    /// Output format: text or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
-    pub output: Output,
 }

@@ -3,14 +3,59 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::UsageError;
-use super::args::{CheckArgs, Output};
+use clap::Args;
+
+use super::CliError;
+use super::args::{Output, ResolveArgs};
 use crate::engine::Engine;
 use crate::report::{json, termination, text};
 use crate::verdict::combined_exit_code;
 
+/// Arguments of `pullcheck check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Image references, as written in a pod spec.
+    #[arg(
+        value_name = "IMAGE",
+        required = true,
+        help_heading = "Input",
+        long_help = "Image references exactly as in a pod spec (busybox, ghcr.io/org/app:v1, \
+repo@sha256:…). They are normalized like the kubelet does (docker.io, library/, latest)."
+    )]
+    pub images: Vec<String>,
+
+    #[command(flatten)]
+    pub resolve: ResolveArgs,
+
+    /// Output format: text (stderr) or json (stdout).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+        long_help = "text: one line per image on stderr. json: a document on stdout \
+(docs/json-schema.md); the text lines still go to stderr unless --quiet.")]
+    pub output: Output,
+
+    /// Termination-message file (default /dev/termination-log when it exists).
+    #[arg(
+        long = "termination-log",
+        value_name = "FILE",
+        help_heading = "Output",
+        env = "PULLCHECK_TERMINATION_LOG",
+        long_help = "Where to write a summary of at most 4 KiB for `kubectl describe pod`. \
+Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
+    )]
+    pub termination_log: Option<PathBuf>,
+
+    /// No text lines on stderr.
+    #[arg(
+        long,
+        short,
+        help_heading = "Output",
+        long_help = "Print no per-image lines on stderr."
+    )]
+    pub quiet: bool,
+}
+
 /// Run the check and report; returns the exit code.
-pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
+pub async fn run(a: CheckArgs) -> Result<u8, CliError> {
     super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
@@ -25,11 +70,11 @@ pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
             }
         }
     }
-    if a.output == Output::Json {
-        let _ = std::io::stdout()
-            .lock()
-            .write_all(json::document(&outcomes, code).as_bytes());
-    }
+    // The termination log is written even when stdout fails: it is what the Job's pod shows.
+    let printed = match a.output {
+        Output::Json => super::print(&json::document(&outcomes, code)),
+        Output::Text => Ok(()),
+    };
     if let Some(path) = termination_path(a.termination_log.as_deref())
         && let Err(e) = termination::write(&path, &outcomes, code)
     {
@@ -40,6 +85,7 @@ pub async fn run(a: CheckArgs) -> Result<u8, UsageError> {
         token_fetches = engine.registry().token_fetches(),
         "done"
     );
+    printed?;
     Ok(code)
 }
 

@@ -2,12 +2,32 @@
 //! [`crate::engine::Resolution`]), printed without contacting anything.
 //! What a person runs when a pull secret "doesn't work".
 
-use std::io::Write;
+use clap::Args;
 
-use super::UsageError;
-use super::args::{ExplainArgs, Output};
+use super::args::{Output, ResolveArgs};
+use super::{CliError, UsageError};
 use crate::engine::{PlatformCheck, SkipReason};
 use crate::reference::{Reference, kubelet_image_sent_to_cri};
+
+/// Arguments of `pullcheck explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// One image reference.
+    #[arg(
+        value_name = "IMAGE",
+        help_heading = "Input",
+        long_help = "The image reference to explain, as written in a pod spec."
+    )]
+    pub image: String,
+
+    #[command(flatten)]
+    pub resolve: ResolveArgs,
+
+    /// Output format: text or json (stdout).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+        long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
+    pub output: Output,
+}
 
 #[derive(serde::Serialize)]
 struct Explanation {
@@ -41,7 +61,7 @@ struct EndpointView {
 }
 
 /// Print the explanation; exit 0, or 10 for an invalid reference.
-pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
+pub async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     let reference = match Reference::parse(&a.image) {
         Ok(r) => r,
         Err(e) => {
@@ -99,12 +119,11 @@ pub async fn run(a: ExplainArgs) -> Result<u8, UsageError> {
         node_credentials: resolution.node_credentials.clone(),
         no_route: resolution.require_route().err().map(|e| e.to_string()),
     };
-    let mut out = std::io::stdout().lock();
     let text = match a.output {
         Output::Json => serde_json::to_string_pretty(&ex).unwrap_or_default() + "\n",
         Output::Text => render(&ex),
     };
-    let _ = out.write_all(text.as_bytes());
+    super::print(&text)?;
     Ok(0)
 }
 

@@ -1,38 +1,17 @@
 //! `pullcheck inject`: add the pullcheck init container to manifests (stdout), warnings on
 //! stderr.
 
-use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use super::UsageError;
+use super::init_container::{Transient, validate_options};
+use super::input::{load_table, read_input};
+use super::{CliError, UsageError};
 use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream,
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_stream,
 };
-use crate::k8s::templates::Table;
 use crate::verdict::code;
-
-/// The largest manifest stream read, in bytes.
-pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
-
-/// What the podFailurePolicy does with the transient code (20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Transient {
-    /// Count toward backoffLimit.
-    Count,
-    /// Don't count (set activeDeadlineSeconds to bound the retries).
-    Ignore,
-}
-
-impl From<Transient> for TransientAction {
-    fn from(t: Transient) -> TransientAction {
-        match t {
-            Transient::Count => TransientAction::Count,
-            Transient::Ignore => TransientAction::Ignore,
-        }
-    }
-}
 
 /// Arguments of `pullcheck inject`.
 #[derive(Debug, Clone, Args)]
@@ -126,95 +105,9 @@ impl InjectArgs {
     }
 }
 
-/// Check the init container's settings before writing them into anybody's pod spec:
-/// quantities must be positive Kubernetes quantities, the image a valid reference, and the
-/// extra check arguments flags that `pullcheck check` accepts. `flag` prefixes the flag
-/// names (`""` for inject, `"inject-"` for the webhook).
-pub fn validate_options(o: &InjectOptions, flag: &str) -> Result<(), UsageError> {
-    for (name, value) in [("cpu", &o.cpu), ("memory", &o.memory)] {
-        if !is_positive_quantity(value) {
-            return Err(UsageError(format!(
-                "--{flag}{name} {value}: not a positive Kubernetes quantity; write e.g. 100m, 0.5, 64Mi or 1Gi"
-            )));
-        }
-    }
-    crate::reference::Reference::parse(&o.image)
-        .map_err(|e| UsageError(format!("--{flag}image: {e}")))?;
-    let mut argv = vec!["pullcheck".to_string(), "check".to_string()];
-    argv.extend(o.check_args.iter().cloned());
-    argv.push("example.com/image:tag".to_string());
-    if let Err(e) = <super::args::Cli as clap::Parser>::try_parse_from(&argv) {
-        let first = e
-            .to_string()
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string();
-        return Err(UsageError(format!(
-            "--{flag}check-arg {}: `pullcheck check` would refuse it: {first}",
-            o.check_args.join(" ")
-        )));
-    }
-    Ok(())
-}
-
-/// `[+]?(digits[.digits]|.digits)(suffix)?`, greater than zero; suffixes as in
-/// k8s.io/apimachinery `resource.Quantity` (binary Ki…Ei, decimal m k M G T P E, e-notation).
-fn is_positive_quantity(q: &str) -> bool {
-    let q = q.strip_prefix('+').unwrap_or(q);
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let valid_suffix = matches!(
-        suffix,
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
-    ) || (suffix.len() > 1
-        && (suffix.starts_with('e') || suffix.starts_with('E'))
-        && suffix[1..]
-            .trim_start_matches(['+', '-'])
-            .chars()
-            .all(|c| c.is_ascii_digit())
-        && !suffix[1..].trim_start_matches(['+', '-']).is_empty());
-    let valid_number =
-        number.matches('.').count() <= 1 && number.chars().any(|c| c.is_ascii_digit());
-    valid_suffix && valid_number && number.parse::<f64>().is_ok_and(|n| n > 0.0)
-}
-
-/// Read a manifest stream from a file or `-` (stdin). Input larger than
-/// [`MAX_INPUT_BYTES`] is refused whole: cutting it would silently drop documents.
-pub fn read_input(path: &std::path::Path) -> Result<String, UsageError> {
-    let shown = path.display();
-    let mut text = String::new();
-    // One byte over the cap tells "exactly at the cap" from "larger".
-    let limit = MAX_INPUT_BYTES + 1;
-    let result = if path.as_os_str() == "-" {
-        std::io::stdin().take(limit).read_to_string(&mut text)
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
-    };
-    result.map_err(|e| UsageError(format!("{shown}: cannot read: {e}")))?;
-    if text.len() as u64 > MAX_INPUT_BYTES {
-        return Err(UsageError(format!(
-            "{shown}: larger than {} MiB; split the manifests into several files",
-            MAX_INPUT_BYTES / (1024 * 1024)
-        )));
-    }
-    Ok(text)
-}
-
-/// The kind table: built-ins, extended by `--kinds` when given.
-pub fn load_table(kinds: Option<&std::path::Path>) -> Result<Table, UsageError> {
-    match kinds {
-        None => Ok(Table::builtin()),
-        Some(p) => Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string())),
-    }
-}
-
 /// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
 /// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
-pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
+pub fn run(a: InjectArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display();
@@ -233,55 +126,6 @@ pub fn run(a: InjectArgs) -> Result<u8, UsageError> {
             w.message
         );
     }
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(code::OK),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code::OK),
-        Err(e) => Err(UsageError(format!("stdout: cannot write: {e}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities() {
-        for ok in ["100m", "0.5", "64Mi", "1Gi", "2", "1e3", "+1", ".5"] {
-            assert!(is_positive_quantity(ok), "{ok}");
-        }
-        for bad in ["lots", "-5", "0", "0m", "1.2.3", "Mi", "", "5x", "1e"] {
-            assert!(!is_positive_quantity(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn options_are_checked() {
-        let mut o = InjectOptions::default();
-        assert!(validate_options(&o, "").is_ok());
-        o.check_args = vec!["--bogus".into()];
-        let e = validate_options(&o, "").unwrap_err().0;
-        assert!(
-            e.starts_with("--check-arg --bogus: `pullcheck check` would refuse it: "),
-            "{e}"
-        );
-        o.check_args = vec!["--insecure-registry=127.0.0.1:5000".into()];
-        assert!(validate_options(&o, "").is_ok());
-        o.image = "Not/Valid".into();
-        assert!(
-            validate_options(&o, "inject-")
-                .unwrap_err()
-                .0
-                .starts_with("--inject-image: ")
-        );
-        o.image = InjectOptions::default().image;
-        o.cpu = "lots".into();
-        assert_eq!(
-            validate_options(&o, "").unwrap_err().0,
-            "--cpu lots: not a positive Kubernetes quantity; write e.g. 100m, 0.5, 64Mi or 1Gi"
-        );
-    }
+    super::print(&out)?;
+    Ok(code::OK)
 }

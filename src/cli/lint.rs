@@ -1,12 +1,11 @@
 //! `pullcheck lint`: report the gaps that keep a broken image from failing a workload fast.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::UsageError;
-use super::inject::{load_table, read_input};
+use super::input::{load_table, read_input};
+use super::{CliError, UsageError};
 use crate::k8s::lint::{Finding, lint_stream};
 use crate::verdict::code;
 
@@ -84,7 +83,7 @@ fn line(file: &str, f: &Finding) -> String {
 
 /// Run `pullcheck lint`: findings on stdout; exit 0, or 30 with `--strict` and findings.
 /// Unreadable or invalid input is a usage error naming the file and document.
-pub fn run(a: LintArgs) -> Result<u8, UsageError> {
+pub fn run(a: LintArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display().to_string();
@@ -102,14 +101,7 @@ pub fn run(a: LintArgs) -> Result<u8, UsageError> {
                 + "\n"
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout
-        .write_all(body.as_bytes())
-        .and_then(|()| stdout.flush())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return Err(UsageError(format!("stdout: cannot write: {e}")));
-    }
+    super::print(&body)?;
     Ok(if a.strict && !findings.is_empty() {
         code::LINT_FINDINGS
     } else {

@@ -3,17 +3,80 @@
 pub mod args;
 pub mod check;
 pub mod explain;
+pub mod init_container;
 pub mod inject;
+pub mod input;
 pub mod lint;
 pub mod plan;
 pub mod scan;
 pub mod webhook;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::verdict::code;
+
+const EXAMPLES: &str = "\
+Examples:
+  pullcheck check busybox:1.36 ghcr.io/org/app@sha256:0123…
+  pullcheck check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
+  pullcheck check --platform linux/arm64 --output json nginx:1.27
+  pullcheck explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
+  pullcheck scan -f job.yaml
+  pullcheck inject --fail-fast -f job.yaml | kubectl apply -f -
+  pullcheck lint --strict -f job.yaml
+  pullcheck completion bash > /etc/bash_completion.d/pullcheck";
+
+fn after_help() -> String {
+    format!(
+        "{EXAMPLES}\n\nExit codes:\n{}",
+        crate::verdict::exit_code_table(false)
+    )
+}
+
+/// Fail Kubernetes Jobs fast when an image can't be pulled.
+#[derive(Debug, Parser)]
+#[command(name = "pullcheck", version, about, long_about = "Decide, the way the kubelet would, \
+whether container images can be pulled: kubelet/containerd reference normalization, kubelet \
+keyring credential matching, containerd platform matching, HEAD-first resolution. Each failure \
+has its own exit code, for Job podFailurePolicy rules.", after_long_help = after_help())]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// More log output on stderr (-v debug, -vv trace). Secrets are never logged.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output",
+        long_help = "More log output on stderr: -v for debug, -vv for trace. Requests are logged \
+with redacted URLs; credentials and tokens never appear at any level. RUST_LOG overrides.")]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check images: one verdict per image, exit code for podFailurePolicy.
+    #[command(after_long_help = after_help())]
+    Check(check::CheckArgs),
+    /// Show how an image would be resolved: endpoints, credential keys, platform.
+    #[command(after_long_help = after_help())]
+    Explain(explain::ExplainArgs),
+    /// Check every image referenced by Kubernetes manifests (CI, before kubectl apply).
+    #[command(after_long_help = after_help())]
+    Scan(scan::ScanArgs),
+    /// Add the pullcheck init container (and with --fail-fast a podFailurePolicy).
+    Inject(inject::InjectArgs),
+    /// Report what keeps a broken image from failing fast (exit 30 with --strict).
+    Lint(lint::LintArgs),
+    /// Serve the admission webhook (validate and mutate workloads).
+    Webhook(Box<webhook::WebhookArgs>),
+    /// Print a shell completion script.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum, long_help = "The shell to generate completions for.")]
+        shell: clap_complete::Shell,
+    },
+}
 
 /// A problem with the user's input: printed as one line, exit 2.
 #[derive(Debug)]
@@ -25,53 +88,95 @@ impl std::fmt::Display for UsageError {
     }
 }
 
+/// Why a command ended without its own exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// The user's input: one line, exit 2.
+    Usage(UsageError),
+    /// stdout could not be written (closed pipe, full disk).
+    Write(std::io::Error),
+}
+
+impl From<UsageError> for CliError {
+    fn from(e: UsageError) -> Self {
+        CliError::Usage(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Write(e)
+    }
+}
+
 /// Parse argv, run the command, and return the process exit code.
+///
+/// Output errors are handled here once, as ripgrep does: a closed pipe (`| head`) ends the
+/// run quietly with 0, since the reader has all it wanted; any other write error (a full
+/// disk) is one line and exit 1 (`internal` in the exit-code table), because the output the
+/// caller relies on is incomplete and must not pass for a verdict.
 pub fn run() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
-        args::Command::Completion { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut args::Cli::command(),
-                "pullcheck",
-                &mut std::io::stdout(),
-            );
-            Ok(code::OK)
-        }
-        args::Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
-        args::Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
-        args::Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
-        args::Command::Inject(a) => inject::run(a),
-        args::Command::Lint(a) => lint::run(a),
-        args::Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
+        Command::Completion { shell } => completion(shell),
+        Command::Check(a) => cli_runtime().and_then(|rt| rt.block_on(check::run(a))),
+        Command::Explain(a) => cli_runtime().and_then(|rt| rt.block_on(explain::run(a))),
+        Command::Scan(a) => cli_runtime().and_then(|rt| rt.block_on(scan::run(a))),
+        Command::Inject(a) => inject::run(a),
+        Command::Lint(a) => lint::run(a),
+        Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
     };
     match result {
         Ok(c) => ExitCode::from(c),
-        Err(e) => {
+        Err(CliError::Usage(e)) => {
             eprintln!("pullcheck: {e}");
             ExitCode::from(code::USAGE)
+        }
+        Err(CliError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::from(code::OK)
+        }
+        Err(CliError::Write(e)) => {
+            eprintln!("pullcheck: cannot write output: {e}");
+            ExitCode::from(code::INTERNAL)
         }
     }
 }
 
+/// Write `text` to stdout and flush it, so that a failed write is seen here rather than
+/// lost when the buffer is dropped at exit.
+pub(crate) fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+fn completion(shell: clap_complete::Shell) -> Result<u8, CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "pullcheck", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
+    Ok(code::OK)
+}
+
 /// The server's runtime: one worker per core it is given (the webhook serves many clients).
-fn runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
 }
 
 /// The one-shot commands' runtime: a single thread. All checks of one run are futures
 /// polled by one task and the work is I/O-bound (docs/benchmarks.md), so worker threads
 /// only add start-up cost (thread creation, cross-thread wake-ups) to every pod start.
-fn cli_runtime() -> Result<tokio::runtime::Runtime, UsageError> {
+fn cli_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
 }
 
 fn init_logging(verbose: u8) {

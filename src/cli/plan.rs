@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::UsageError;
-use super::args::ResolveArgs;
+use super::args::{ResolveArgs, concurrency};
 use crate::credentials::{DockerCliConfig, Keychain, load_pull_secrets};
 use crate::engine::{
     DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
@@ -78,23 +78,11 @@ pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
 /// The plan for a run: every flag validated, nothing contacted.
 pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
     let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
-    if a.concurrency == 0 || a.concurrency > 1024 {
-        return Err(UsageError(format!(
-            "--concurrency {}: must be between 1 and 1024",
-            a.concurrency
-        )));
-    }
-    if let Some(d) = &a.registry.hosts_dir
-        && !d.is_dir()
-    {
-        return Err(UsageError(format!(
-            "--hosts-dir {}: not a directory; pass a containerd certs.d root such as /etc/containerd/certs.d",
-            d.display()
-        )));
-    }
+    let concurrency = concurrency(a.concurrency)?;
+    let hosts_dir = a.registry.hosts_dir()?;
     Ok(Plan {
         keychain: keychain(a)?,
-        hosts_dir: a.registry.hosts_dir.clone(),
+        hosts_dir,
         insecure: a.registry.insecure_registry.clone(),
         platform: platform_policy(a.platform.as_deref())?,
         metered: list_or_default(&a.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
@@ -103,7 +91,7 @@ pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
             &a.registry.node_credentials,
             DEFAULT_NODE_CREDENTIAL_PATTERNS,
         ),
-        concurrency: a.concurrency,
+        concurrency,
         timeout,
         deadline_message: DEADLINE_TIMEOUT,
     })

@@ -2,14 +2,15 @@
 //! documents, all pod templates the kind table knows, deduplicated) with the `check` engine.
 //! Meant for CI before `kubectl apply`. Exit code as `check`.
 
-use std::io::{IsTerminal, Write};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::UsageError;
 use super::args::{Output, ResolveArgs};
-use super::inject::{load_table, read_input};
+use super::input::{load_table, read_input};
+use super::{CliError, UsageError};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
 use crate::k8s::yaml::parse_documents;
@@ -74,7 +75,7 @@ struct ScannedImage<'a> {
 }
 
 /// Run the scan; returns the exit code.
-pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
+pub async fn run(a: ScanArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text_in = read_input(&a.filename)?;
     let docs = parse_documents(&text_in)
@@ -88,7 +89,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
             .unwrap_or("")
             .to_string();
         for u in images(&d.value, &table) {
-            if u.pull_policy.as_deref() == Some("Never") {
+            if !u.is_pulled() {
                 continue;
             }
             let i = match order.iter().position(|o| *o == u.image) {
@@ -134,7 +135,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
         p.finish_and_clear();
     }
     let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     match a.output {
         Output::Json => {
             let doc = ScanDocument {
@@ -146,11 +147,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
                     .map(|(outcome, uses)| ScannedImage { outcome, uses })
                     .collect(),
             };
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&doc).unwrap_or_default()
-            );
+            out = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
         }
         Output::Text => {
             for (o, u) in outcomes.iter().zip(&uses) {
@@ -173,6 +170,7 @@ pub async fn run(a: ScanArgs) -> Result<u8, UsageError> {
             );
         }
     }
+    super::print(&out)?;
     Ok(code)
 }
 

@@ -2,25 +2,20 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use clap::{Args, ValueEnum};
 
-use super::UsageError;
-use super::inject::Transient;
+use super::init_container::{Transient, validate_options};
+use super::input::load_table;
 use super::plan::{list_or_default, seconds};
+use super::{CliError, UsageError};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
 use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
-use crate::k8s::templates::Table;
 use crate::platform::Platform;
 use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
 use crate::verdict::code;
-use crate::webhook::cache::VerdictCache;
-use crate::webhook::cluster::{Cluster, in_cluster};
+use crate::webhook::cluster::in_cluster;
 use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
-use crate::webhook::handler::WebhookState;
-use crate::webhook::metrics::Metrics;
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -325,26 +320,9 @@ impl WebhookArgs {
                 Platform::parse(p).map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if self.concurrency == 0 || self.concurrency > 1024 {
-            return Err(UsageError(format!(
-                "--concurrency {}: must be between 1 and 1024",
-                self.concurrency
-            )));
-        }
-        if let Some(d) = &self.registry.hosts_dir
-            && !d.is_dir()
-        {
-            return Err(UsageError(format!(
-                "--hosts-dir {}: not a directory; pass a containerd certs.d root",
-                d.display()
-            )));
-        }
-        let table = match &self.kinds {
-            None => Table::builtin(),
-            Some(p) => {
-                Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string()))?
-            }
-        };
+        let concurrency = super::args::concurrency(self.concurrency)?;
+        let hosts_dir = self.registry.hosts_dir()?;
+        let table = load_table(self.kinds.as_deref())?;
         let inject = InjectOptions {
             image: self.inject_image.clone(),
             cpu: self.inject_cpu.clone(),
@@ -353,7 +331,7 @@ impl WebhookArgs {
             fail_fast: self.fail_fast,
             transient: self.transient.into(),
         };
-        super::inject::validate_options(&inject, "inject-")?;
+        validate_options(&inject, "inject-")?;
         Ok(Config {
             listen: self.listen,
             tls_cert: self.tls_cert.clone(),
@@ -377,7 +355,7 @@ impl WebhookArgs {
                 secret_ttl: seconds("--secret-cache-ttl", self.secret_cache_ttl, 3_600.0)?,
             },
             shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
-            hosts_dir: self.registry.hosts_dir.clone(),
+            hosts_dir,
             insecure: self.registry.insecure_registry.clone(),
             ca_files: self.registry.ca_file.clone(),
             node_credentials: list_or_default(
@@ -387,7 +365,7 @@ impl WebhookArgs {
             metered: list_or_default(&self.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
             verify_platform_on_metered: self.registry.verify_platform_on_metered,
             request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
-            concurrency: self.concurrency,
+            concurrency,
         })
     }
 
@@ -415,32 +393,11 @@ impl WebhookArgs {
 
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
-pub async fn run(a: WebhookArgs) -> Result<u8, UsageError> {
-    let config = Arc::new(a.config()?);
-    let metrics = Arc::new(Metrics::new());
+pub async fn run(a: WebhookArgs) -> Result<u8, CliError> {
+    let config = a.config()?;
     let guard = Guard::new(a.guard_policy());
-    let engine = crate::webhook::engines::build(&config, guard).map_err(UsageError)?;
-    let cluster = match &config.apiserver {
-        Some(api) => {
-            Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone()).map_err(UsageError)?)
-        }
-        None => {
-            tracing::warn!(
-                "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
-            );
-            None
-        }
-    };
-    let state = Arc::new(WebhookState {
-        verdicts: VerdictCache::new(&config.cache),
-        config: config.clone(),
-        engine,
-        cluster,
-        metrics,
-        ready: AtomicBool::new(false),
-    });
-    crate::webhook::server::serve(state)
+    crate::webhook::serve(config, guard)
         .await
-        .map_err(UsageError)?;
+        .map_err(|e| UsageError(e.to_string()))?;
     Ok(code::OK)
 }

@@ -10,9 +10,8 @@ use serde_json::{Map, Value, json};
 
 use super::policy;
 use super::templates::{Table, pod_templates, pull_secret_names, template_images};
+pub use super::{CONTAINER_NAME, TransientAction, Warning};
 
-/// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
-pub const CONTAINER_NAME: &str = "pullcheck";
 /// The projected volume holding the template's pull secrets.
 pub const VOLUME_NAME: &str = "pullcheck-pull-secrets";
 /// Where the pull secrets are mounted: one directory per secret below it.
@@ -27,22 +26,10 @@ pub const DEFAULT_MEMORY: &str = "64Mi";
 pub const RUN_AS: i64 = 65532;
 /// The repository of the project's image; the tag is the binary's version.
 pub const IMAGE_REPOSITORY: &str = "ghcr.io/pullcheck/pullcheck";
-/// The most rules a Job's podFailurePolicy may have (batch validation).
-pub const MAX_POD_FAILURE_RULES: usize = 20;
 
 /// The default `--image`: the project's image at this binary's version.
 pub fn default_image() -> String {
     format!("{IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"))
-}
-
-/// What a podFailurePolicy does with the transient exit code (20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TransientAction {
-    /// Count the failure toward backoffLimit (a new pod retries the pull check).
-    #[default]
-    Count,
-    /// Don't count it: retries are unbounded unless activeDeadlineSeconds is set.
-    Ignore,
 }
 
 /// How to build the init container and the Job policy.
@@ -73,15 +60,6 @@ impl Default for InjectOptions {
             transient: TransientAction::Count,
         }
     }
-}
-
-/// Something the user should know about a document that was (or was not) changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// JSON pointer to what the warning is about (`""` for the whole object).
-    pub path: String,
-    /// One line, at most 120 characters.
-    pub message: String,
 }
 
 fn warn(out: &mut Vec<Warning>, path: &str, message: impl Into<String>) {
@@ -175,7 +153,7 @@ fn inject_template(
     for use_ in template_images(template, at) {
         let ours =
             use_.container == CONTAINER_NAME && use_.slot == super::templates::Slot::InitContainer;
-        if ours || use_.pull_policy.as_deref() == Some("Never") || refs.contains(&use_.image) {
+        if ours || !use_.is_pulled() || refs.contains(&use_.image) {
             continue;
         }
         refs.push(use_.image);

@@ -8,11 +8,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::inject::{CONTAINER_NAME, is_windows, skipped};
+use super::CONTAINER_NAME;
+use super::inject::{is_windows, skipped};
 use super::policy::covers_pullcheck_codes;
 use super::templates::{
-    PodTemplateRef, Slot, Table, namespace_and_name, pod_templates, template_images,
+    PodTemplateRef, Slot, Table, is_unpinned, namespace_and_name, pod_templates, template_images,
 };
+use crate::reference::Reference;
 
 /// Stable rule ids; the text after each is what the rule means.
 pub mod rule {
@@ -86,18 +88,8 @@ struct Ctx<'a> {
 }
 
 /// Longest finding message, in characters: the webhook reuses findings as admission
-/// warnings, which the API server advises to keep to 120 characters.
-pub const MAX_MESSAGE_CHARS: usize = 120;
-
-/// `s` cut to `max` characters, the last one `…` when anything was cut.
-fn cut(s: String, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s;
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
-}
+/// warnings.
+pub const MAX_MESSAGE_CHARS: usize = super::MAX_WARNING_CHARS;
 
 impl Ctx<'_> {
     fn push(&mut self, rule: &'static str, path: impl Into<String>, message: impl Into<String>) {
@@ -110,7 +102,7 @@ impl Ctx<'_> {
             .to_string();
         // Messages interpolate user values (restartPolicy, image names): cut to the
         // admission-warning limit here, once, rather than trusting every caller.
-        let message = cut(message.into(), MAX_MESSAGE_CHARS);
+        let message = super::cut_chars(&message.into(), MAX_MESSAGE_CHARS);
         self.out.push(Finding {
             rule,
             kind,
@@ -175,21 +167,10 @@ pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
     cx.out
 }
 
-/// True when an image is pinned by digest (`…@sha256:…`).
-fn pinned(image: &str) -> bool {
-    image.contains('@')
-}
-
-/// True for `latest` or an untagged (hence `latest`) image that isn't pinned by digest.
+/// True for `latest` or an untagged (hence `latest`) image that isn't pinned by digest: the
+/// tag containerd pulls ([`Reference::for_pull`]) is `latest`.
 fn is_latest(image: &str) -> bool {
-    if pinned(image) {
-        return false;
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    match last.split_once(':') {
-        Some((_, tag)) => tag == "latest",
-        None => true,
-    }
+    Reference::parse(image).is_ok_and(|r| r.for_pull().tag() == Some("latest"))
 }
 
 fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
@@ -206,7 +187,7 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
             format!("{}/spec/initContainers", t.pointer),
             "no pullcheck init container: run `pullcheck inject` so a missing image fails the pod",
         ),
-        Some(u) if !pinned(&u.image) => cx.push(
+        Some(u) if is_unpinned(&u.image) => cx.push(
             rule::PULLCHECK_UNPINNED,
             u.pointer.clone(),
             "pullcheck image not pinned by digest: mirror it next to the workload and pin @sha256",
@@ -245,18 +226,19 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
     }
     for u in &uses {
         let image = short(&u.image);
+        if !u.is_pulled() {
+            let msg = format!(
+                "{}: imagePullPolicy Never: image must already be on the node; not checked",
+                image
+            );
+            cx.push(
+                rule::IMAGE_PULL_NEVER,
+                policy_pointer(&u.pointer, u.slot),
+                msg,
+            );
+            continue;
+        }
         match u.pull_policy.as_deref() {
-            Some("Never") => {
-                let msg = format!(
-                    "{}: imagePullPolicy Never: image must already be on the node; not checked",
-                    image
-                );
-                cx.push(
-                    rule::IMAGE_PULL_NEVER,
-                    policy_pointer(&u.pointer, u.slot),
-                    msg,
-                );
-            }
             Some("IfNotPresent") if is_latest(&u.image) => {
                 let msg = format!(
                     "{}: latest with IfNotPresent may run a node-only copy; pin a tag or digest",

@@ -7,6 +7,8 @@
 //!   podFailurePolicy rules);
 //! - [`lint`]: the gaps that keep a broken image from failing a workload fast.
 //!
+//! The names `inject`, `policy` and `lint` share (the container name, the transient action,
+//! warnings, the message limit) are defined here, so none of them imports another for them.
 //! Nothing here touches the network; objects are plain [`serde_json::Value`]s.
 
 pub mod inject;
@@ -15,6 +17,43 @@ pub mod policy;
 pub mod templates;
 pub mod yaml;
 
-pub use inject::{CONTAINER_NAME, InjectOptions, TransientAction, Warning, inject_object};
+pub use inject::{InjectOptions, inject_object};
 pub use lint::{Finding, lint_object};
 pub use templates::{ImageUse, PodTemplateRef, Slot, Table, images, pod_templates};
+
+/// The advised limit for one admission warning, in characters (kube-core
+/// `AdmissionResponse::warnings`). Lint findings stay within it too: the webhook returns them
+/// as warnings.
+pub const MAX_WARNING_CHARS: usize = 120;
+
+/// `text` cut to `max` characters, the last one `…` when anything was cut.
+pub fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
+pub const CONTAINER_NAME: &str = "pullcheck";
+
+/// What a podFailurePolicy does with the transient exit code (20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransientAction {
+    /// Count the failure toward backoffLimit (a new pod retries the pull check).
+    #[default]
+    Count,
+    /// Don't count it: retries are unbounded unless activeDeadlineSeconds is set.
+    Ignore,
+}
+
+/// Something the user should know about a document that was (or was not) changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// JSON pointer to what the warning is about (`""` for the whole object).
+    pub path: String,
+    /// One line, at most 120 characters.
+    pub message: String,
+}

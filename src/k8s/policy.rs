@@ -8,9 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::inject::{CONTAINER_NAME, MAX_POD_FAILURE_RULES, TransientAction, Warning};
 use super::templates::PodTemplateRef;
+use super::{CONTAINER_NAME, TransientAction, Warning};
 use crate::verdict::Verdict;
+
+/// The most rules a Job's podFailurePolicy may have (batch validation).
+pub const MAX_POD_FAILURE_RULES: usize = 20;
 
 /// pullcheck's permanent exit codes (10–14), from [`Verdict::is_permanent`].
 pub fn permanent_codes() -> Vec<u8> {

@@ -400,6 +400,26 @@ pub struct ImageUse {
     pub pointer: String,
 }
 
+impl ImageUse {
+    /// True when the kubelet would pull this image, so pullcheck checks it: `scan`, `inject`,
+    /// the webhook and `lint` (which reports the others) all ask this one question.
+    ///
+    /// The kubelet never pulls an image whose pull policy is `Never` (kubelet
+    /// `pkg/kubelet/images/image_manager.go`, `EnsureImageExists` and `shouldPullImage`: with
+    /// `Never` a missing image is `ErrImageNeverPull`, never a pull). Image volumes carry the
+    /// same `pullPolicy` field with the same meaning, so the rule is one for every slot.
+    pub fn is_pulled(&self) -> bool {
+        self.pull_policy.as_deref() != Some("Never")
+    }
+}
+
+/// True when `image` is a valid reference without a digest: one that a tag could move under,
+/// and that a digest pin would change. An image that does not parse is not called unpinned:
+/// its verdict is `invalid_reference`, which says more.
+pub fn is_unpinned(image: &str) -> bool {
+    crate::reference::Reference::parse(image).is_ok_and(|r| r.digest().is_none())
+}
+
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }

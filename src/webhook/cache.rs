@@ -143,22 +143,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn outcome(verdict: Verdict) -> Outcome {
-        Outcome {
-            image: "r.example/app:v1".into(),
-            reference: None,
-            verdict,
-            exit_code: verdict.exit_code(),
-            assumed: false,
-            detail: "d".into(),
-            digest: None,
-            media_type: None,
-            platform: Default::default(),
-            registry: None,
-            endpoint: None,
-            credential: None,
-            warnings: vec![],
-            elapsed_ms: 0,
-        }
+        Outcome::new("r.example/app:v1", verdict, "d".into())
     }
 
     fn key(creds: &[&str]) -> VerdictKey {

@@ -29,7 +29,7 @@ use url::Url;
 
 use super::config::ApiServer;
 use super::metrics::Metrics;
-use crate::credentials::{DockerConfig, Keyring};
+use crate::credentials::{DockerConfig, DockerConfigError, Keyring};
 use crate::k8s::templates::pull_secret_names;
 
 /// The in-cluster ServiceAccount directory.
@@ -38,6 +38,116 @@ pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceacc
 const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
 /// Deadline of one API request (the budget may cut it shorter).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A `--apiserver*` setting that keeps the client from being built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// `--apiserver` is not a URL.
+    #[error("--apiserver {url}: {source}")]
+    Url {
+        /// The value given.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+    /// `--apiserver` is a URL of another scheme.
+    #[error("--apiserver {url}: must be an https URL")]
+    Scheme {
+        /// The value given.
+        url: String,
+    },
+    /// `--apiserver-ca-file` can't be read as PEM.
+    #[error("--apiserver-ca-file {}: {source}", path.display())]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// The read or PEM error.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// `--apiserver-ca-file` holds no certificate.
+    #[error("--apiserver-ca-file {}: no certificates found", path.display())]
+    NoCertificates {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `--apiserver-token-file` can't be read.
+    #[error("--apiserver-token-file {}: {source}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the API client: {0}")]
+    Client(reqwest::Error),
+}
+
+/// Why one API object could not be read. Cheap to clone: the object cache hands the same
+/// error to every caller that waited for one read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadError {
+    /// The budget ended before the request could start.
+    #[error("GET {path}: no time left")]
+    NoTimeLeft {
+        /// The URL path.
+        path: String,
+    },
+    /// The bearer token file can't be read.
+    #[error("token file {}: {source}", file.display())]
+    Token {
+        /// The file.
+        file: PathBuf,
+        /// The I/O failure.
+        source: Arc<std::io::Error>,
+    },
+    /// The request or the body failed (connection, TLS, timeout), with its causes.
+    #[error("GET {path}: {causes}")]
+    Transport {
+        /// The URL path.
+        path: String,
+        /// The error and its sources, `: `-separated.
+        causes: String,
+    },
+    /// An answer other than 200 or 404.
+    #[error("GET {path}: HTTP {status}")]
+    Status {
+        /// The URL path.
+        path: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// A body over [`MAX_OBJECT_BYTES`].
+    #[error("GET {path}: larger than {MAX_OBJECT_BYTES} bytes")]
+    TooLarge {
+        /// The URL path.
+        path: String,
+    },
+    /// A body that is not JSON.
+    #[error("GET {path}: not JSON: {source}")]
+    NotJson {
+        /// The URL path.
+        path: String,
+        /// The parse error.
+        source: Arc<serde_json::Error>,
+    },
+}
+
+/// A pull secret of a docker-config type whose data can't be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The data is not base64.
+    #[error("data[{key}] is not base64: {source}")]
+    Base64 {
+        /// `.dockerconfigjson` or `.dockercfg`.
+        key: &'static str,
+        /// The decode error.
+        source: base64::DecodeError,
+    },
+    /// The decoded data is not a docker config.
+    #[error(transparent)]
+    Config(#[from] DockerConfigError),
+}
 
 /// The keyring for one pod template, and what went wrong assembling it.
 #[derive(Debug, Clone, Default)]
@@ -95,23 +205,32 @@ pub struct Cluster {
 
 impl Cluster {
     /// A client for `api`; errors name the flag or file.
-    pub fn new(api: &ApiServer, ttl: Duration, metrics: Arc<Metrics>) -> Result<Cluster, String> {
+    pub fn new(
+        api: &ApiServer,
+        ttl: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Result<Cluster, ClusterError> {
         crate::registry::tls::install_crypto_provider();
-        let base = Url::parse(&api.url).map_err(|e| format!("--apiserver {}: {e}", api.url))?;
+        let base = Url::parse(&api.url).map_err(|source| ClusterError::Url {
+            url: api.url.clone(),
+            source,
+        })?;
         if !matches!(base.scheme(), "https" | "http") {
-            return Err(format!("--apiserver {}: must be an https URL", api.url));
+            return Err(ClusterError::Scheme {
+                url: api.url.clone(),
+            });
         }
         let mut roots = RootCertStore::empty();
         match &api.ca_file {
             Some(f) => {
                 let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(f)
                     .and_then(|it| it.collect::<Result<_, _>>())
-                    .map_err(|e| format!("--apiserver-ca-file {}: {e}", f.display()))?;
+                    .map_err(|source| ClusterError::CaFile {
+                        path: f.clone(),
+                        source,
+                    })?;
                 if certs.is_empty() {
-                    return Err(format!(
-                        "--apiserver-ca-file {}: no certificates found",
-                        f.display()
-                    ));
+                    return Err(ClusterError::NoCertificates { path: f.clone() });
                 }
                 roots.add_parsable_certificates(certs);
             }
@@ -130,9 +249,12 @@ impl Cluster {
             .connect_timeout(REQUEST_TIMEOUT)
             .user_agent(format!("pullcheck-webhook/{}", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot build the API client: {e}"))?;
+            .map_err(ClusterError::Client)?;
         if let Some(f) = &api.token_file {
-            std::fs::read(f).map_err(|e| format!("--apiserver-token-file {}: {e}", f.display()))?;
+            std::fs::read(f).map_err(|source| ClusterError::TokenFile {
+                path: f.clone(),
+                source,
+            })?;
         }
         Ok(Cluster {
             client,
@@ -157,11 +279,15 @@ impl Cluster {
     }
 
     /// GET one object; `None` for 404.
-    async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, String> {
-        let shown = url.path().to_string();
+    async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, ReadError> {
+        let path = url.path().to_string();
+        let transport = |e: reqwest::Error| ReadError::Transport {
+            path: path.clone(),
+            causes: error_chain(&e),
+        };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            return Err(format!("GET {shown}: no time left"));
+            return Err(ReadError::NoTimeLeft { path });
         }
         let mut req = self
             .client
@@ -171,30 +297,30 @@ impl Cluster {
         if let Some(f) = &self.token_file {
             let token = tokio::fs::read_to_string(f)
                 .await
-                .map_err(|e| format!("token file {}: {e}", f.display()))?;
+                .map_err(|e| ReadError::Token {
+                    file: f.clone(),
+                    source: Arc::new(e),
+                })?;
             req = req.bearer_auth(token.trim());
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("GET {shown}: {}", error_chain(&e)))?;
+        let resp = req.send().await.map_err(transport)?;
         let status = resp.status().as_u16();
         if status == 404 {
             return Ok(None);
         }
         if status != 200 {
-            return Err(format!("GET {shown}: HTTP {status}"));
+            return Err(ReadError::Status { path, status });
         }
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| format!("GET {shown}: {}", error_chain(&e)))?;
+        let body = resp.bytes().await.map_err(transport)?;
         if body.len() > MAX_OBJECT_BYTES {
-            return Err(format!("GET {shown}: larger than {MAX_OBJECT_BYTES} bytes"));
+            return Err(ReadError::TooLarge { path });
         }
         serde_json::from_slice(&body)
             .map(|v| Some(Arc::new(v)))
-            .map_err(|e| format!("GET {shown}: not JSON: {e}"))
+            .map_err(|e| ReadError::NotJson {
+                path,
+                source: Arc::new(e),
+            })
     }
 
     /// One object, through the cache.
@@ -204,7 +330,7 @@ impl Cluster {
         resource: &str,
         name: &str,
         deadline: Instant,
-    ) -> Result<Option<Arc<Value>>, String> {
+    ) -> Result<Option<Arc<Value>>, ReadError> {
         let url = self.url(namespace, resource, name);
         let entry = self
             .objects
@@ -306,7 +432,7 @@ pub fn pull_secret_names_of_sa(sa: &Value) -> Vec<String> {
 /// The docker config in a Secret object (and its raw bytes), per the kubelet's rule: type
 /// `kubernetes.io/dockerconfigjson` with `.dockerconfigjson`, or `kubernetes.io/dockercfg`
 /// with `.dockercfg`, non-empty. `None` for any other secret.
-pub fn docker_config_of(secret: &Value) -> Option<Result<(DockerConfig, Vec<u8>), String>> {
+pub fn docker_config_of(secret: &Value) -> Option<Result<(DockerConfig, Vec<u8>), SecretError>> {
     let kind = secret.get("type").and_then(Value::as_str)?;
     let (key, json) = match kind {
         "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", true),
@@ -322,14 +448,14 @@ pub fn docker_config_of(secret: &Value) -> Option<Result<(DockerConfig, Vec<u8>)
     let raw = match base64::engine::general_purpose::STANDARD.decode(data) {
         Ok(r) if !r.is_empty() => r,
         Ok(_) => return None,
-        Err(e) => return Some(Err(format!("data[{key}] is not base64: {e}"))),
+        Err(source) => return Some(Err(SecretError::Base64 { key, source })),
     };
     let parsed = if json {
         DockerConfig::from_config_json(&raw)
     } else {
         DockerConfig::from_dockercfg(&raw)
     };
-    Some(parsed.map(|c| (c, raw)).map_err(|e| e.to_string()))
+    Some(parsed.map(|c| (c, raw)).map_err(SecretError::from))
 }
 
 #[cfg(test)]

@@ -64,7 +64,6 @@ pub struct Config {
     pub tls_key: PathBuf,
     /// How often the certificate files are compared with what is being served.
     pub reload_interval: Duration,
-    /// Enforce or warn.
     pub mode: Mode,
     /// Deny when an image could not be verified within the budget (default: admit + warn).
     pub fail_closed: bool,

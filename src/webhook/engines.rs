@@ -10,6 +10,7 @@ use crate::engine::{Engine, Plan, PlatformPolicy};
 use crate::platform::Platform;
 use crate::registry::client::Registry;
 use crate::registry::guard::Guard;
+use crate::registry::tls::TlsError;
 
 use super::config::Config;
 
@@ -23,9 +24,8 @@ pub fn platforms_key(platforms: &[Platform]) -> String {
 
 /// Build the shared engine. Checks the CA files once, so a bad `--ca-file` fails at
 /// startup rather than per request.
-pub fn build(config: &Config, guard: Guard) -> Result<Engine, String> {
-    let registry = Registry::new(config.ca_files.clone(), guard, config.request_timeout)
-        .map_err(|e| e.to_string())?;
+pub fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
+    let registry = Registry::new(config.ca_files.clone(), guard, config.request_timeout)?;
     let plan = Plan {
         // Per call: see `check_one_with`.
         keychain: Keychain::empty(),

@@ -12,38 +12,64 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::AdmissionResponse;
 use serde_json::Value;
 
+use super::WebhookError;
 use super::cache::{VerdictCache, VerdictKey};
 use super::cluster::{Cluster, TemplateCredentials};
 use super::config::Config;
 use super::engines::platforms_key;
 use super::metrics::Metrics;
-use super::review::{self, Checked, ImageCheck, Policy, Triage, Webhook};
+use super::platforms::template_platforms;
+use super::review::{self, Checked, ImageCheck, Policy};
+use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
 use crate::engine::{Engine, PlatformPolicy};
-use crate::k8s::lint::lint_object;
-use crate::k8s::templates::{Slot, pod_templates, template_images};
+use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
+use crate::registry::guard::Guard;
 use crate::verdict::Verdict;
 
 /// Everything a request needs, shared by all of them.
 pub struct WebhookState {
-    /// Settings.
     pub config: Arc<Config>,
-    /// Engines per credential and platform set.
+    /// The one engine; credentials and platforms are passed per image (see [`super::engines`]).
     pub engine: Engine,
-    /// Verdict cache.
     pub verdicts: VerdictCache,
     /// Kubernetes API access for pull secrets (`None`: anonymous only).
     pub cluster: Option<Cluster>,
-    /// Metrics.
     pub metrics: Arc<Metrics>,
     /// False until serving, and again once shutdown starts.
     pub ready: AtomicBool,
+}
+
+impl WebhookState {
+    /// The state for `config`: the engine behind `guard`, the API client when there is an API
+    /// server, empty caches. A bad `--ca-file` or `--apiserver*` setting fails here, at
+    /// startup, rather than per request.
+    pub fn new(config: Config, guard: Guard) -> Result<WebhookState, WebhookError> {
+        let metrics = Arc::new(Metrics::new());
+        let engine = super::engines::build(&config, guard)?;
+        let cluster = match &config.apiserver {
+            Some(api) => Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone())?),
+            None => {
+                tracing::warn!(
+                    "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
+                );
+                None
+            }
+        };
+        Ok(WebhookState {
+            verdicts: VerdictCache::new(&config.cache),
+            config: Arc::new(config),
+            engine,
+            cluster,
+            metrics,
+            ready: AtomicBool::new(false),
+        })
+    }
 }
 
 /// The time left for registry work: the answer must leave before the budget ends.
@@ -65,89 +91,63 @@ fn encode(resp: AdmissionResponse) -> Value {
 pub async fn admit(state: &WebhookState, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
     let started = Instant::now();
     let seconds = || started.elapsed().as_secs_f64();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => {
-            state
-                .metrics
-                .admission(webhook.as_str(), "unknown", "invalid", seconds());
-            let resp =
-                AdmissionResponse::invalid(format!("cannot decode the AdmissionReview: {e}"));
-            return (StatusCode::BAD_REQUEST, encode(resp));
-        }
-    };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(e) => {
-            state
-                .metrics
-                .admission(webhook.as_str(), "unknown", "invalid", seconds());
-            return (StatusCode::OK, encode(AdmissionResponse::invalid(e)));
-        }
-    };
-    let kind = req.kind.kind.clone();
-    let object = req
-        .object
-        .as_ref()
-        .map(|o| review::object_json(o, &req.kind));
-    let old = req
-        .old_object
-        .as_ref()
-        .map(|o| review::object_json(o, &req.kind));
     let cfg = &state.config;
-    let triage = review::triage(
-        &req.operation,
-        object.as_ref(),
-        old.as_ref(),
-        &cfg.table,
-        webhook,
-    );
-    let (resp, label) = match (triage, object) {
-        (Triage::Check, Some(obj)) => {
-            let namespace = req
-                .namespace
-                .clone()
-                .or_else(|| {
-                    obj.pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_else(|| "default".into());
-            match webhook {
-                Webhook::Validate => {
-                    let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
-                    notes.extend(lint_object(&obj, &cfg.table).into_iter().map(|f| f.message));
-                    let policy = Policy {
-                        mode: cfg.mode,
-                        fail_closed: cfg.fail_closed,
-                    };
-                    let resp = review::validate(&req, &checks, &notes, policy);
-                    let label = if !resp.allowed {
-                        "denied"
-                    } else if checks.iter().any(|c| c.failed() || c.unverified()) {
-                        "warned"
-                    } else {
-                        "allowed"
-                    };
-                    (resp, label)
-                }
-                Webhook::Mutate => {
-                    let pins = if cfg.pin_digests {
-                        let (checks, _) = resolve(state, &obj, &namespace, started).await;
-                        review::pins(&checks)
-                    } else {
-                        Vec::new()
-                    };
-                    let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
-                    let label = if resp.patch.is_some() {
-                        "patched"
-                    } else {
-                        "allowed"
-                    };
-                    (resp, label)
-                }
-            }
+    let decoded = match triage::decode(body, &cfg.table, webhook) {
+        Ok(d) => d,
+        Err(e) => {
+            state
+                .metrics
+                .admission(webhook.as_str(), "unknown", "invalid", seconds());
+            let status = match e {
+                Undecodable::Body(_) => StatusCode::BAD_REQUEST,
+                Undecodable::NoRequest(_) => StatusCode::OK,
+            };
+            return (status, encode(e.response()));
         }
+    };
+    let namespace = decoded.namespace();
+    let Decoded {
+        req,
+        object,
+        triage,
+        ..
+    } = decoded;
+    let kind = req.kind.kind.clone();
+    let (resp, label) = match (triage, object) {
+        (Triage::Check, Some(obj)) => match webhook {
+            Webhook::Validate => {
+                let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
+                notes.extend(review::lint_notes(&obj, &cfg.table));
+                let policy = Policy {
+                    mode: cfg.mode,
+                    fail_closed: cfg.fail_closed,
+                };
+                let resp = review::validate(&req, &checks, &notes, policy);
+                let label = if !resp.allowed {
+                    "denied"
+                } else if checks.iter().any(|c| c.failed() || c.unverified()) {
+                    "warned"
+                } else {
+                    "allowed"
+                };
+                (resp, label)
+            }
+            Webhook::Mutate => {
+                let pins = if cfg.pin_digests {
+                    let (checks, _) = resolve(state, &obj, &namespace, started).await;
+                    review::pins(&checks)
+                } else {
+                    Vec::new()
+                };
+                let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
+                let label = if resp.patch.is_some() {
+                    "patched"
+                } else {
+                    "allowed"
+                };
+                (resp, label)
+            }
+        },
         (t, _) => {
             if let Triage::Skip(s) = &t {
                 tracing::debug!(uid = %req.uid, kind = %kind, reason = s.as_str(), "skipped");
@@ -171,97 +171,40 @@ pub async fn admit(state: &WebhookState, webhook: Webhook, body: &[u8]) -> (Stat
     (StatusCode::OK, encode(resp))
 }
 
-/// The platforms a pod template can land on: the cluster's, narrowed by a pinned
-/// `kubernetes.io/arch` / `kubernetes.io/os` (nodeSelector, or required node affinity where
-/// every term pins the arch) or `spec.os.name`. A pinned arch the cluster list lacks is
-/// checked as pinned.
-pub fn template_platforms(template: &Value, cluster: &[Platform]) -> Vec<Platform> {
-    let spec = template.get("spec");
-    let selector = |key: &str| {
-        spec.and_then(|s| s.pointer(&format!("/nodeSelector/{}", key.replace('/', "~1"))))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let mut arches: Vec<String> = selector("kubernetes.io/arch").into_iter().collect();
-    if arches.is_empty() {
-        arches = affinity_values(spec, "kubernetes.io/arch");
-    }
-    let os = selector("kubernetes.io/os").or_else(|| {
-        spec.and_then(|s| s.pointer("/os/name"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    });
-    let narrowed: Vec<Platform> = cluster
-        .iter()
-        .filter(|p| arches.is_empty() || arches.contains(&p.architecture))
-        .filter(|p| os.as_ref().is_none_or(|o| *o == p.os))
-        .cloned()
-        .collect();
-    if !narrowed.is_empty() || (arches.is_empty() && os.is_none()) {
-        return narrowed;
-    }
-    let os = os.unwrap_or_else(|| "linux".into());
-    let arches = if arches.is_empty() {
-        cluster.iter().map(|p| p.architecture.clone()).collect()
-    } else {
-        arches
-    };
-    arches
-        .iter()
-        .filter_map(|a| Platform::parse(&format!("{os}/{a}")).ok())
-        .collect()
-}
-
-/// Values of `key In [...]` when every required node-affinity term constrains `key`.
-fn affinity_values(spec: Option<&Value>, key: &str) -> Vec<String> {
-    let terms = spec
-        .and_then(|s| {
-            s.pointer(
-                "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
-            )
-        })
-        .and_then(Value::as_array);
-    let Some(terms) = terms.filter(|t| !t.is_empty()) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = Vec::new();
-    for term in terms {
-        let values: Vec<String> = term
-            .get("matchExpressions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|e| {
-                e.get("key").and_then(Value::as_str) == Some(key)
-                    && e.get("operator").and_then(Value::as_str) == Some("In")
-            })
-            .flat_map(|e| {
-                e.get("values")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-            })
-            .collect();
-        if values.is_empty() {
-            return Vec::new();
-        }
-        for v in values {
-            if !out.contains(&v) {
-                out.push(v);
-            }
-        }
-    }
-    out
-}
-
-/// One image to resolve.
-struct Job {
+/// One image the kubelet would pull, waiting for a verdict; `template` indexes the pod
+/// templates whose credentials and platforms apply to it.
+#[derive(Debug)]
+struct ImageToResolve {
     container: String,
     image: String,
     pointer: String,
     template: usize,
+}
+
+/// The pod templates of `obj` and, in document order, the images of each that the kubelet
+/// would pull ([`crate::k8s::templates::ImageUse::is_pulled`]).
+fn images_to_resolve<'a>(obj: &'a Value, table: &Table) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
+    let mut templates: Vec<&Value> = Vec::new();
+    let mut images = Vec::new();
+    for t in pod_templates(obj, table) {
+        let Some(template) = obj.pointer(&t.pointer) else {
+            continue;
+        };
+        let index = templates.len();
+        templates.push(template);
+        for u in template_images(template, &t.pointer) {
+            if !u.is_pulled() {
+                continue;
+            }
+            images.push(ImageToResolve {
+                container: u.container,
+                image: u.image,
+                pointer: u.pointer,
+                template: index,
+            });
+        }
+    }
+    (templates, images)
 }
 
 /// Resolve every image of `obj` within the budget. Returns the checks (in document order)
@@ -280,27 +223,7 @@ async fn resolve(
         cfg.budget.as_secs_f64()
     );
     let mut notes = Vec::new();
-    let mut jobs: Vec<Job> = Vec::new();
-    let mut templates: Vec<&Value> = Vec::new();
-    for t in pod_templates(obj, &cfg.table) {
-        let Some(template) = obj.pointer(&t.pointer) else {
-            continue;
-        };
-        let index = templates.len();
-        templates.push(template);
-        for u in template_images(template, &t.pointer) {
-            // Never pulled by the kubelet: nothing to check (lint warns about it).
-            if u.pull_policy.as_deref() == Some("Never") && u.slot != Slot::ImageVolume {
-                continue;
-            }
-            jobs.push(Job {
-                container: u.container,
-                image: u.image,
-                pointer: u.pointer,
-                template: index,
-            });
-        }
-    }
+    let (templates, pending) = images_to_resolve(obj, &cfg.table);
     // Credentials, one lookup per template (the API reads are cached and coalesced).
     let creds: Vec<TemplateCredentials> = match &state.cluster {
         None => templates
@@ -316,7 +239,7 @@ async fn resolve(
             match tokio::time::timeout_at(by.into(), all).await {
                 Ok(c) => c,
                 Err(_) => {
-                    let checks = jobs
+                    let checks = pending
                         .into_iter()
                         .map(|j| ImageCheck {
                             container: j.container,
@@ -344,10 +267,10 @@ async fn resolve(
         .map(|t| template_platforms(t, &cfg.cluster_platforms))
         .collect();
 
-    let mut results: Vec<Option<Checked>> = vec![None; jobs.len()];
+    let mut results: Vec<Option<Checked>> = vec![None; pending.len()];
     {
-        let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(jobs.len());
-        for (i, j) in jobs.iter().enumerate() {
+        let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(pending.len());
+        for (i, j) in pending.iter().enumerate() {
             let creds = &creds[j.template];
             let platforms = &platforms[j.template];
             futures.push(Box::pin(async move {
@@ -367,7 +290,7 @@ async fn resolve(
             }
         }
     }
-    let checks = jobs
+    let checks = pending
         .into_iter()
         .zip(results)
         .map(|(j, r)| {
@@ -445,39 +368,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn p(s: &str) -> Platform {
-        Platform::parse(s).unwrap()
-    }
-
     #[test]
-    fn platforms_narrow_by_selector_affinity_and_os() {
-        let cluster = vec![p("linux/amd64"), p("linux/arm64")];
-        let names = |v: Vec<Platform>| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            names(template_platforms(&json!({"spec": {}}), &cluster)),
-            vec!["linux/amd64", "linux/arm64"]
-        );
-        let arm = json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}});
-        assert_eq!(
-            names(template_platforms(&arm, &cluster)),
-            vec!["linux/arm64"]
-        );
-        let s390 = json!({"spec": {"nodeSelector": {"kubernetes.io/arch": "s390x"}}});
-        assert_eq!(
-            names(template_platforms(&s390, &cluster)),
-            vec!["linux/s390x"]
-        );
-        let affinity = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}}}});
-        assert_eq!(
-            names(template_platforms(&affinity, &cluster)),
-            vec!["linux/amd64"]
-        );
-        let windows = json!({"spec": {"os": {"name": "windows"}}});
-        assert_eq!(
-            names(template_platforms(&windows, &cluster)),
-            vec!["windows/amd64", "windows/arm64"]
-        );
+    fn images_never_pulled_are_not_resolved_in_any_slot() {
+        // An image volume with pullPolicy Never is no more pulled than a container with
+        // imagePullPolicy Never: neither is sent to a registry.
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+            "initContainers": [{"name": "i", "image": "r.example/init:v1", "imagePullPolicy": "Never"}],
+            "containers": [{"name": "c", "image": "r.example/app:v1"}],
+            "volumes": [
+                {"name": "local", "image": {"reference": "r.example/local:v1", "pullPolicy": "Never"}},
+                {"name": "model", "image": {"reference": "r.example/model:v1", "pullPolicy": "IfNotPresent"}},
+            ],
+        }}}});
+        let (templates, pending) = images_to_resolve(&job, &Table::builtin());
+        assert_eq!(templates.len(), 1);
+        let images: Vec<&str> = pending.iter().map(|p| p.image.as_str()).collect();
+        assert_eq!(images, vec!["r.example/app:v1", "r.example/model:v1"]);
     }
 
     #[test]

@@ -50,7 +50,6 @@ fn latency() -> Histogram {
 /// Every metric the webhook exports.
 pub struct Metrics {
     registry: Registry,
-    /// Admission answers.
     pub admissions: Family<AdmissionLabels, Counter>,
     /// Time from request to answer.
     pub admission_seconds: Family<WebhookLabels, Histogram, fn() -> Histogram>,
@@ -61,9 +60,7 @@ pub struct Metrics {
     /// HTTP requests sent to registries (updated when scraped).
     pub registry_http_requests: Counter,
     http_seen: Mutex<u64>,
-    /// Cache hits.
     pub cache_hits: Family<CacheLabels, Counter>,
-    /// Cache misses.
     pub cache_misses: Family<CacheLabels, Counter>,
     /// Images answered as not verified because the budget ran out.
     pub budget_exhausted: Counter,

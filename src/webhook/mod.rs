@@ -5,12 +5,13 @@
 //! One request flows through these parts, in order:
 //! - [`server`]: HTTPS (rustls, certificate reloaded when its files change), the routes,
 //!   body limit, graceful shutdown;
-//! - [`handler`]: the only async step: decode the review, pick the pod templates, read the
-//!   namespace's pull secrets ([`cluster`]), resolve every image through the engine and the
-//!   verdict cache ([`cache`], [`engines`]) within the budget, then hand everything to
-//!   [`review`];
+//! - [`triage`]: decode the review and decide whether its object is checked at all (pure);
+//! - [`handler`]: the only async step: read the namespace's pull secrets ([`cluster`]),
+//!   resolve every image of the pod templates through the engine and the verdict cache
+//!   ([`cache`], [`engines`]) within the budget, for the platforms each template can land on
+//!   ([`platforms`]), then hand everything to [`review`];
 //! - [`review`]: pure functions from (request, verdicts, policy) to an `AdmissionResponse`:
-//!   which objects are checked at all, the deny message, the warnings, the mutation patch.
+//!   the deny message, the warnings, the mutation patch.
 //!
 //! [`config`] holds the settings the CLI resolved once; [`metrics`] the Prometheus families.
 
@@ -20,8 +21,38 @@ pub mod config;
 pub mod engines;
 pub mod handler;
 pub mod metrics;
+pub mod platforms;
 pub mod review;
 pub mod server;
+pub mod triage;
+
+use std::sync::Arc;
 
 pub use config::{Config, Mode};
-pub use review::{Checked, ImageCheck, Policy, Skip, Triage};
+pub use review::{Checked, ImageCheck, Policy};
+pub use triage::{Skip, Triage, Webhook};
+
+/// Why the webhook could not start, or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// A registry CA file (`--ca-file`, `SSL_CERT_FILE`) does not load.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::tls::TlsError),
+    /// The Kubernetes API client can't be built from the `--apiserver*` settings.
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+    /// The HTTPS server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] server::ServeError),
+}
+
+/// Serve the admission webhook with `config` until SIGTERM, contacting registries only
+/// through `guard`; returns once in-flight requests have drained.
+pub async fn serve(
+    config: Config,
+    guard: crate::registry::guard::Guard,
+) -> Result<(), WebhookError> {
+    let state = handler::WebhookState::new(config, guard)?;
+    server::serve(Arc::new(state)).await?;
+    Ok(())
+}

@@ -1,8 +1,6 @@
-//! The whole admission decision, as pure functions: no I/O, no clock.
+//! The admission answers, as pure functions from (request, verdicts, policy): no I/O, no
+//! clock.
 //!
-//! - [`triage`]: is this object checked at all? Pods, objects a controller owns, opted-out
-//!   workloads, unknown kinds and updates of templates that can't change are let through
-//!   untouched (rejecting what a controller creates makes it loop on FailedCreate);
 //! - [`validate`]: the verdicts → allow, deny (one line per failing image:
 //!   `<container>: <reference>: <verdict> (<detail>)`) or allow with warnings (warn mode,
 //!   fail-open, lint findings), every warning at most [`MAX_WARNING_CHARS`] characters;
@@ -10,162 +8,26 @@
 //!   the JSON patch between the object as received and as rewritten.
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use serde_json::Value;
 
 use super::config::Mode;
 use crate::engine::Outcome;
-use crate::k8s::inject::{InjectOptions, SKIP_ANNOTATION, inject_object, skipped};
-use crate::k8s::templates::{Table, pod_templates};
+use crate::k8s::inject::{InjectOptions, inject_object};
+use crate::k8s::lint::lint_object;
+use crate::k8s::templates::{Table, is_unpinned};
 use crate::verdict::Verdict;
 
-/// The advised limit for one admission warning (kube-core `AdmissionResponse::warnings`).
-pub const MAX_WARNING_CHARS: usize = 120;
+pub use crate::k8s::MAX_WARNING_CHARS;
 
 /// At most this many warnings are returned; the API server truncates long lists anyway.
 pub const MAX_WARNINGS: usize = 30;
 
-/// Which endpoint is answering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Webhook {
-    /// `/validate`.
-    Validate,
-    /// `/mutate`.
-    Mutate,
-}
-
-impl Webhook {
-    /// `validate` or `mutate` (metrics label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Webhook::Validate => "validate",
-            Webhook::Mutate => "mutate",
-        }
-    }
-}
-
-/// Why an object is let through without looking at its images.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Skip {
-    /// The review carries no object (DELETE, CONNECT).
-    NoObject,
-    /// An operation other than CREATE or UPDATE.
-    Operation,
-    /// A kind without pod templates in the table.
-    UnknownKind,
-    /// A Pod: never rejected, never mutated here.
-    Pod,
-    /// An object with a controller ownerReference (`Kind/name` of the owner).
-    ControllerOwned(String),
-    /// `pullcheck.io/skip: "true"`.
-    Annotation,
-    /// An UPDATE of a kind whose pod template is immutable (only CronJob's can change).
-    ImmutableTemplate,
-    /// An UPDATE that leaves every pod template as it was.
-    TemplatesUnchanged,
-}
-
-impl Skip {
-    /// Short reason (logs, metrics label).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Skip::NoObject => "no_object",
-            Skip::Operation => "operation",
-            Skip::UnknownKind => "unknown_kind",
-            Skip::Pod => "pod",
-            Skip::ControllerOwned(_) => "controller_owned",
-            Skip::Annotation => "skip_annotation",
-            Skip::ImmutableTemplate => "immutable_template",
-            Skip::TemplatesUnchanged => "templates_unchanged",
-        }
-    }
-}
-
-/// What to do with a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Triage {
-    /// Allow untouched.
-    Skip(Skip),
-    /// Look at the images.
-    Check,
-}
-
-fn api_and_kind(obj: &Value) -> (&str, &str) {
-    let s = |k| obj.get(k).and_then(Value::as_str).unwrap_or_default();
-    (s("apiVersion"), s("kind"))
-}
-
-/// True for core v1 Pods.
-pub fn is_pod(obj: &Value) -> bool {
-    api_and_kind(obj) == ("v1", "Pod")
-}
-
-/// True for batch CronJobs: the one built-in workload whose pod template may change after
-/// creation (a Job's template is immutable; JobSet and Kubeflow jobs are treated alike).
-pub fn template_is_mutable(obj: &Value) -> bool {
-    let (api, kind) = api_and_kind(obj);
-    kind == "CronJob" && api.starts_with("batch/")
-}
-
-/// `Kind/name` of the controller owner, if any.
-pub fn controller_owner(obj: &Value) -> Option<String> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-        .map(|r| {
-            let s = |k| r.get(k).and_then(Value::as_str).unwrap_or("?");
-            format!("{}/{}", s("kind"), s("name"))
-        })
-}
-
-/// Decide whether a request is checked. `object` and `old` are the review's objects as
-/// JSON (with `apiVersion` and `kind`).
-pub fn triage(
-    operation: &Operation,
-    object: Option<&Value>,
-    old: Option<&Value>,
-    table: &Table,
-    webhook: Webhook,
-) -> Triage {
-    let Some(obj) = object else {
-        return Triage::Skip(Skip::NoObject);
-    };
-    if !matches!(operation, Operation::Create | Operation::Update) {
-        return Triage::Skip(Skip::Operation);
-    }
-    if is_pod(obj) {
-        return Triage::Skip(Skip::Pod);
-    }
-    if table.lookup(obj).is_none() {
-        return Triage::Skip(Skip::UnknownKind);
-    }
-    if let Some(owner) = controller_owner(obj) {
-        return Triage::Skip(Skip::ControllerOwned(owner));
-    }
-    if skipped(obj) {
-        return Triage::Skip(Skip::Annotation);
-    }
-    if matches!(operation, Operation::Update) {
-        if !template_is_mutable(obj) {
-            return Triage::Skip(Skip::ImmutableTemplate);
-        }
-        // Re-validating an unchanged template would block unrelated edits (suspending a
-        // CronJob whose image has since gone); injection is idempotent, so mutate goes on.
-        if webhook == Webhook::Validate
-            && let Some(old) = old
-            && templates_of(obj, table) == templates_of(old, table)
-        {
-            return Triage::Skip(Skip::TemplatesUnchanged);
-        }
-    }
-    Triage::Check
-}
-
-fn templates_of<'a>(obj: &'a Value, table: &Table) -> Vec<Option<&'a Value>> {
-    pod_templates(obj, table)
-        .iter()
-        .map(|t| obj.pointer(&t.pointer))
+/// The lint findings of a checked object, as the validating answer's extra warnings.
+pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
+    lint_object(obj, table)
+        .into_iter()
+        .map(|f| f.message)
         .collect()
 }
 
@@ -226,13 +88,7 @@ pub struct Policy {
 
 /// Cut a warning to [`MAX_WARNING_CHARS`] characters (an ellipsis marks the cut).
 pub fn fit(text: &str) -> String {
-    let one_line = text.replace(['\n', '\r'], " ");
-    if one_line.chars().count() <= MAX_WARNING_CHARS {
-        return one_line;
-    }
-    let mut cut: String = one_line.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
+    crate::k8s::cut_chars(&text.replace(['\n', '\r'], " "), MAX_WARNING_CHARS)
 }
 
 fn push_unique(out: &mut Vec<String>, line: String) {
@@ -306,7 +162,7 @@ pub fn pins(checks: &[ImageCheck]) -> Vec<(String, String)> {
     checks
         .iter()
         .filter_map(|c| match &c.result {
-            Checked::Done(o) if o.verdict == Verdict::Pullable && !c.image.contains('@') => o
+            Checked::Done(o) if o.verdict == Verdict::Pullable && is_unpinned(&c.image) => o
                 .digest
                 .as_ref()
                 .map(|d| (c.pointer.clone(), format!("{}@{d}", c.image))),
@@ -352,41 +208,11 @@ pub fn mutate(
     finish_warnings(resp, warnings)
 }
 
-/// The object of a review as JSON, with `apiVersion` and `kind` filled from the request
-/// when the object omits them.
-pub fn object_json(obj: &DynamicObject, req_kind: &kube::core::GroupVersionKind) -> Value {
-    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
-    if let Some(m) = v.as_object_mut() {
-        if !m.contains_key("apiVersion") {
-            let api = if req_kind.group.is_empty() {
-                req_kind.version.clone()
-            } else {
-                format!("{}/{}", req_kind.group, req_kind.version)
-            };
-            m.insert("apiVersion".into(), Value::String(api));
-        }
-        if !m.contains_key("kind") {
-            m.insert("kind".into(), Value::String(req_kind.kind.clone()));
-        }
-    }
-    v
-}
-
-/// Documented for the chart's `matchConditions`: the annotation that opts a workload out.
-pub const OPT_OUT_ANNOTATION: &str = SKIP_ANNOTATION;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::admission::AdmissionReview;
-
-    fn load(name: &str) -> AdmissionRequest<DynamicObject> {
-        let path = format!("{}/tests/data/admission/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let review: AdmissionReview<DynamicObject> =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-        review.try_into().expect("a request")
-    }
+    use crate::webhook::triage::object_json;
+    use crate::webhook::triage::tests::load;
 
     fn objects(req: &AdmissionRequest<DynamicObject>) -> (Option<Value>, Option<Value>) {
         (
@@ -395,35 +221,10 @@ mod tests {
         )
     }
 
-    fn triage_of(name: &str, webhook: Webhook) -> Triage {
-        let req = load(name);
-        let (obj, old) = objects(&req);
-        triage(
-            &req.operation,
-            obj.as_ref(),
-            old.as_ref(),
-            &Table::builtin(),
-            webhook,
-        )
-    }
-
     fn outcome(image: &str, verdict: Verdict, detail: &str, digest: Option<&str>) -> Outcome {
-        Outcome {
-            image: image.into(),
-            reference: None,
-            verdict,
-            exit_code: verdict.exit_code(),
-            assumed: false,
-            detail: detail.into(),
-            digest: digest.map(str::to_string),
-            media_type: None,
-            platform: Default::default(),
-            registry: None,
-            endpoint: None,
-            credential: None,
-            warnings: vec![],
-            elapsed_ms: 0,
-        }
+        let mut o = Outcome::new(image, verdict, detail.into());
+        o.digest = digest.map(str::to_string);
+        o
     }
 
     fn check(container: &str, image: &str, result: Checked) -> ImageCheck {
@@ -439,52 +240,6 @@ mod tests {
         mode: Mode::Enforce,
         fail_closed: false,
     };
-
-    #[test]
-    fn triage_table_over_captured_reviews() {
-        use Webhook::*;
-        let cases: &[(&str, Webhook, Triage)] = &[
-            ("job-create.json", Validate, Triage::Check),
-            ("job-create.json", Mutate, Triage::Check),
-            ("job-create-missing-tag.json", Validate, Triage::Check),
-            ("pod-create.json", Validate, Triage::Skip(Skip::Pod)),
-            ("pod-create.json", Mutate, Triage::Skip(Skip::Pod)),
-            (
-                "job-owned-by-cronjob.json",
-                Validate,
-                Triage::Skip(Skip::ControllerOwned("CronJob/nightly-report".into())),
-            ),
-            (
-                "job-skip-annotation.json",
-                Validate,
-                Triage::Skip(Skip::Annotation),
-            ),
-            ("cronjob-update.json", Validate, Triage::Check),
-            ("cronjob-update.json", Mutate, Triage::Check),
-            (
-                "cronjob-update-suspend.json",
-                Validate,
-                Triage::Skip(Skip::TemplatesUnchanged),
-            ),
-            ("cronjob-update-suspend.json", Mutate, Triage::Check),
-            (
-                "job-update.json",
-                Validate,
-                Triage::Skip(Skip::ImmutableTemplate),
-            ),
-            (
-                "configmap-create.json",
-                Validate,
-                Triage::Skip(Skip::UnknownKind),
-            ),
-            ("job-delete.json", Validate, Triage::Skip(Skip::NoObject)),
-            ("pytorchjob-create.json", Validate, Triage::Check),
-            ("jobset-create.json", Validate, Triage::Check),
-        ];
-        for (file, webhook, want) in cases {
-            assert_eq!(&triage_of(file, *webhook), want, "{file} {webhook:?}");
-        }
-    }
 
     #[test]
     fn captured_reviews_keep_uid_and_type_meta() {
@@ -730,10 +485,5 @@ mod tests {
         assert_eq!(fit("a\nb"), "a b");
         let cut = fit(&"é".repeat(200));
         assert_eq!(cut.chars().count(), 120);
-    }
-
-    #[test]
-    fn opt_out_annotation_is_the_inject_one() {
-        assert_eq!(OPT_OUT_ANNOTATION, "pullcheck.io/skip");
     }
 }

@@ -14,6 +14,7 @@
 //!   idle connections unread, and a POST is not retried.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -28,12 +29,45 @@ use axum_server::tls_rustls::RustlsConfig;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
 use super::handler::{WebhookState, admit};
-use super::review::Webhook;
+use super::triage::Webhook;
 
 /// Largest admission review accepted (the API server's own request limit is 3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 type Shared = Arc<WebhookState>;
+
+/// Why the server could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// `--tls-cert` or `--tls-key` can't be read.
+    #[error("{flag} {}: {source}", path.display())]
+    Read {
+        /// `--tls-cert` or `--tls-key`.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The pair does not load as a certificate chain and its key.
+    #[error("--tls-cert {} / --tls-key {}: {source}", cert.display(), key.display())]
+    Pair {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// What rustls said.
+        source: std::io::Error,
+    },
+    /// Binding or serving failed.
+    #[error("--listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+}
 
 fn json(status: StatusCode, body: &serde_json::Value) -> Response {
     (
@@ -112,7 +146,7 @@ async fn metrics(State(s): State<Shared>) -> Response {
         .into_response()
 }
 
-/// The routes.
+/// `/validate` and `/mutate` (POST), `/healthz`, `/readyz` and `/metrics` (GET).
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/validate", post(validate))
@@ -145,14 +179,20 @@ pub fn settle_period(grace: Duration) -> Duration {
     (grace / 4).min(Duration::from_secs(2))
 }
 
-async fn read_pair(state: &WebhookState) -> Result<(Vec<u8>, Vec<u8>), String> {
+async fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ServeError> {
+    tokio::fs::read(path)
+        .await
+        .map_err(|source| ServeError::Read {
+            flag,
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+async fn read_pair(state: &WebhookState) -> Result<(Vec<u8>, Vec<u8>), ServeError> {
     let c = &state.config;
-    let cert = tokio::fs::read(&c.tls_cert)
-        .await
-        .map_err(|e| format!("--tls-cert {}: {e}", c.tls_cert.display()))?;
-    let key = tokio::fs::read(&c.tls_key)
-        .await
-        .map_err(|e| format!("--tls-key {}: {e}", c.tls_key.display()))?;
+    let cert = read_file("--tls-cert", &c.tls_cert).await?;
+    let key = read_file("--tls-key", &c.tls_key).await?;
     Ok((cert, key))
 }
 
@@ -197,17 +237,15 @@ async fn shutdown_signal() {
 
 /// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
 /// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
-pub async fn serve(state: Shared) -> Result<(), String> {
+pub async fn serve(state: Shared) -> Result<(), ServeError> {
     crate::registry::tls::install_crypto_provider();
     let pair = read_pair(&state).await?;
     let tls = RustlsConfig::from_pem(pair.0.clone(), pair.1.clone())
         .await
-        .map_err(|e| {
-            format!(
-                "--tls-cert {} / --tls-key {}: {e}",
-                state.config.tls_cert.display(),
-                state.config.tls_key.display()
-            )
+        .map_err(|source| ServeError::Pair {
+            cert: state.config.tls_cert.clone(),
+            key: state.config.tls_key.clone(),
+            source,
         })?;
     let reloader = tokio::spawn(reload_loop(state.clone(), tls.clone(), pair));
     let handle: Handle<SocketAddr> = Handle::new();
@@ -245,7 +283,10 @@ pub async fn serve(state: Shared) -> Result<(), String> {
         .handle(handle)
         .serve(app.into_make_service())
         .await
-        .map_err(|e| format!("--listen {}: {e}", state.config.listen));
+        .map_err(|source| ServeError::Listen {
+            addr: state.config.listen,
+            source,
+        });
     reloader.abort();
     result
 }

@@ -24,11 +24,7 @@ fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
 #[test]
 fn every_argument_has_help_and_long_help() {
     let mut missing = Vec::new();
-    walk(
-        &pullcheck::cli::args::Cli::command(),
-        "pullcheck",
-        &mut missing,
-    );
+    walk(&pullcheck::cli::Cli::command(), "pullcheck", &mut missing);
     assert_eq!(missing, Vec::<String>::new());
 }
 

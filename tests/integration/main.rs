@@ -4,6 +4,7 @@ mod check_options;
 mod check_requests;
 mod check_transient;
 mod check_verdicts;
+mod cli_write_errors;
 mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;
