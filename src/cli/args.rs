@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::UsageError;
+use crate::engine::{DEFAULT_METERED_MARGIN, MeteredGet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -74,18 +75,60 @@ Default: docker.io. 'none' clears the list."
     )]
     pub metered_registry: Vec<String>,
 
-    /// Check platforms on registries that meter manifest GETs (docker.io).
+    /// Always GET the index on metered registries (same as --metered-get always).
     #[arg(
         long = "verify-platform-on-metered",
         help_heading = "Registry",
-        long_help = "Docker Hub counts every manifest GET as a pull (HEAD is free), and the \
-kubelet's own pull follows seconds later, so on metered registries the platform check is off \
-unless this is given; the output then says the platform was not verified."
+        long_help = "Docker Hub counts every manifest GET as a pull (HEAD is free). With this \
+flag the platform check always fetches the index there, whatever quota is left; the same as \
+--metered-get always."
     )]
     pub verify_platform_on_metered: bool,
+
+    /// When to GET an index on metered registries: affordable, always or never.
+    #[arg(long = "metered-get", value_enum, value_name = "WHEN", default_value_t = MeteredGetArg::Affordable,
+        help_heading = "Registry",
+        long_help = "On metered registries (Docker Hub) the first request is a free HEAD, whose \
+answer states the pull quota left (ratelimit-remaining). affordable (default): GET the index to \
+verify the platform when that answer states no limit or more than --metered-quota-margin pulls \
+left; otherwise say the platform was not verified, with the quota seen. always: GET regardless. \
+never: HEAD only, the platform is never verified there.")]
+    pub metered_get: MeteredGetArg,
+
+    /// Pulls that must stay left before a check spends one on an index (default 10).
+    #[arg(long = "metered-quota-margin", value_name = "PULLS", default_value_t = DEFAULT_METERED_MARGIN,
+        help_heading = "Registry",
+        long_help = "With --metered-get affordable, the index is fetched only while the registry \
+states more than this many pulls left (default 10), so the kubelet's own pull that follows is \
+not the one that runs out.")]
+    pub metered_quota_margin: u64,
+}
+
+/// `--metered-get`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MeteredGetArg {
+    /// When the quota the HEAD answer states affords it.
+    Affordable,
+    /// Always.
+    Always,
+    /// Never: the platform is not verified on metered registries.
+    Never,
 }
 
 impl RegistryArgs {
+    /// When an index is fetched on a metered registry, from `--metered-get`,
+    /// `--metered-quota-margin` and `--verify-platform-on-metered`.
+    pub(super) fn metered_get(&self) -> MeteredGet {
+        match self.metered_get {
+            _ if self.verify_platform_on_metered => MeteredGet::Always,
+            MeteredGetArg::Always => MeteredGet::Always,
+            MeteredGetArg::Never => MeteredGet::Never,
+            MeteredGetArg::Affordable => MeteredGet::IfAffordable {
+                margin: self.metered_quota_margin,
+            },
+        }
+    }
+
     /// `--hosts-dir`, checked to be a directory.
     pub(super) fn hosts_dir(&self) -> Result<Option<PathBuf>, UsageError> {
         match &self.hosts_dir {

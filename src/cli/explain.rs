@@ -82,11 +82,12 @@ pub async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     let platform = match &resolution.platform {
         PlatformCheck::Skip(SkipReason::AnyPlatform) => "any (not checked)".to_string(),
         PlatformCheck::Skip(reason) => format!("not checked: {reason}"),
-        PlatformCheck::Verify(p) => p
-            .iter()
-            .map(|p| p.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
+        PlatformCheck::Verify(p) => platform_list(p),
+        PlatformCheck::IfAffordable { targets, margin } => format!(
+            "{} if affordable: {} counts every manifest GET as a pull; after the free HEAD the index is fetched only when the registry states no limit or more than {margin} pulls left",
+            platform_list(targets),
+            reference.domain()
+        ),
     };
     let ex = Explanation {
         image: a.image.clone(),
@@ -125,6 +126,13 @@ pub async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     };
     super::print(&text)?;
     Ok(0)
+}
+
+fn platform_list(p: &[crate::platform::Platform]) -> String {
+    p.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn render(ex: &Explanation) -> String {

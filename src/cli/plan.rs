@@ -86,7 +86,7 @@ pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
         insecure: a.registry.insecure_registry.clone(),
         platform: platform_policy(a.platform.as_deref())?,
         metered: list_or_default(&a.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
-        verify_platform_on_metered: a.registry.verify_platform_on_metered,
+        metered_get: a.registry.metered_get(),
         node_credentials: list_or_default(
             &a.registry.node_credentials,
             DEFAULT_NODE_CREDENTIAL_PATTERNS,

@@ -363,7 +363,7 @@ impl WebhookArgs {
                 DEFAULT_NODE_CREDENTIAL_PATTERNS,
             ),
             metered: list_or_default(&self.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
-            verify_platform_on_metered: self.registry.verify_platform_on_metered,
+            metered_get: self.registry.metered_get(),
             request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
             concurrency,
         })

@@ -24,8 +24,8 @@ mod resolve;
 
 pub use outcome::{Outcome, PlatformReport, PlatformResult};
 pub use plan::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
-    PlatformPolicy,
+    DEADLINE_TIMEOUT, DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES,
+    DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy,
 };
 pub use resolution::{PlanError, PlatformCheck, Resolution, Route, SkipReason};
 
@@ -43,12 +43,17 @@ use resolve::{Attempt, Resolver};
 pub struct Engine {
     plan: Plan,
     registry: Registry,
+    indexes: resolve::IndexBodies,
 }
 
 impl Engine {
     /// Build an engine over a transport.
     pub fn new(plan: Plan, registry: Registry) -> Engine {
-        Engine { plan, registry }
+        Engine {
+            plan,
+            registry,
+            indexes: resolve::index_bodies(),
+        }
     }
 
     /// The transport (request counters, guard).
@@ -201,6 +206,7 @@ impl Engine {
     ) -> Attempt {
         let resolver = Resolver {
             registry: &self.registry,
+            indexes: &self.indexes,
             reference: &plan.reference,
             credential,
             deadline,
@@ -237,6 +243,7 @@ fn outcome(base: Outcome, a: Attempt, credential: Option<&Credential>) -> Outcom
         endpoint: a.endpoint,
         credential: credential.map(|c| c.source.to_string()),
         warnings: a.warnings,
+        quota: a.quota,
         ..base
     }
 }

@@ -1,5 +1,6 @@
 //! The result of checking one image: the verdict and the facts behind it.
 
+use crate::registry::quota::Quota;
 use crate::verdict::Verdict;
 
 /// How the platform step ended, as the JSON schema's `platform.result` (docs/json-schema.md).
@@ -97,6 +98,10 @@ pub struct Outcome {
     pub credential: Option<String>,
     /// Things a person should know even when the image is pullable.
     pub warnings: Vec<String>,
+    /// The pull quota the registry stated (Docker Hub's `ratelimit-*` headers), when it
+    /// stated one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
     /// Wall time for this image, in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -119,6 +124,7 @@ impl Outcome {
             endpoint: None,
             credential: None,
             warnings: vec![],
+            quota: None,
             elapsed_ms: 0,
         }
     }

@@ -24,6 +24,25 @@ pub const DEFAULT_NODE_CREDENTIAL_PATTERNS: &[&str] = &[
 /// Registries where every manifest GET counts as a pull (Docker Hub's rate limit).
 pub const DEFAULT_METERED_REGISTRIES: &[&str] = &["docker.io"];
 
+/// When to GET an index on a registry that counts every manifest GET as a pull (Docker
+/// Hub: HEAD is free and states the quota left).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeteredGet {
+    /// Only when the HEAD answer states no limit or more than `margin` pulls left.
+    IfAffordable {
+        /// Pulls that must stay left after the check's own GET.
+        margin: u64,
+    },
+    /// Always (`--verify-platform-on-metered`).
+    Always,
+    /// Never: HEAD only, the platform is not verified.
+    Never,
+}
+
+/// The default margin of [`MeteredGet::IfAffordable`], in pulls: what one node typically
+/// pulls for a Job's pod (a few images, an init container) stays available to the kubelet.
+pub const DEFAULT_METERED_MARGIN: u64 = 10;
+
 /// Which platforms an index must offer.
 #[derive(Debug, Clone)]
 pub enum PlatformPolicy {
@@ -46,8 +65,8 @@ pub struct Plan {
     pub platform: PlatformPolicy,
     /// Registries that meter manifest GETs (`docker.io`).
     pub metered: Vec<String>,
-    /// Check platforms on metered registries anyway.
-    pub verify_platform_on_metered: bool,
+    /// When the index is fetched on a metered registry.
+    pub metered_get: MeteredGet,
     /// Node-credential registry patterns (`--node-credentials`).
     pub node_credentials: Vec<String>,
     /// Images checked at once.
@@ -106,8 +125,8 @@ impl Plan {
     }
 
     /// Whether to check the platform, or why not. Docker Hub counts every manifest GET as
-    /// a pull and HEAD is free, so on metered registries the index is not fetched unless
-    /// asked for.
+    /// a pull and HEAD is free, so on metered registries the index is fetched only as
+    /// [`MeteredGet`] allows.
     fn platform_check(&self, reference: &Reference, policy: &PlatformPolicy) -> PlatformCheck {
         match policy {
             PlatformPolicy::Any => PlatformCheck::Skip(SkipReason::AnyPlatform),
@@ -116,12 +135,16 @@ impl Plan {
                     .metered
                     .iter()
                     .any(|m| m.eq_ignore_ascii_case(reference.domain()));
-                if metered && !self.verify_platform_on_metered {
-                    PlatformCheck::Skip(SkipReason::Metered {
+                match self.metered_get {
+                    _ if !metered => PlatformCheck::Verify(targets.clone()),
+                    MeteredGet::Always => PlatformCheck::Verify(targets.clone()),
+                    MeteredGet::Never => PlatformCheck::Skip(SkipReason::Metered {
                         registry: reference.domain().to_string(),
-                    })
-                } else {
-                    PlatformCheck::Verify(targets.clone())
+                    }),
+                    MeteredGet::IfAffordable { margin } => PlatformCheck::IfAffordable {
+                        targets: targets.clone(),
+                        margin,
+                    },
                 }
             }
         }

@@ -5,6 +5,7 @@
 use crate::platform::Platform;
 use crate::reference::Reference;
 use crate::registry::hosts::{Endpoint, HostsError};
+use crate::registry::quota::Quota;
 
 /// One endpoint of a [`Resolution`], in the order containerd tries them.
 #[derive(Debug, Clone)]
@@ -25,6 +26,15 @@ pub struct Route {
 pub enum PlatformCheck {
     /// An index must have an entry for one of these (GET the index, HEAD the child).
     Verify(Vec<Platform>),
+    /// A metered registry: HEAD first (free); GET an index only when that answer states no
+    /// limit or more than `margin` pulls left, else report the platform not verified with
+    /// the quota seen.
+    IfAffordable {
+        /// As in `Verify`.
+        targets: Vec<Platform>,
+        /// Pulls that must stay left.
+        margin: u64,
+    },
     /// Not checked: HEAD only.
     Skip(SkipReason),
 }
@@ -34,11 +44,20 @@ pub enum PlatformCheck {
 pub enum SkipReason {
     /// `--platform any`.
     AnyPlatform,
-    /// The registry counts every manifest GET as a pull (Docker Hub) and
-    /// `--verify-platform-on-metered` was not given.
+    /// The registry counts every manifest GET as a pull (Docker Hub) and the index is
+    /// never fetched there (`--metered-get never`).
     Metered {
         /// The registry host, e.g. `docker.io`.
         registry: String,
+    },
+    /// A metered registry whose answer stated too few pulls left to spend one on the index.
+    QuotaLow {
+        /// The registry host.
+        registry: String,
+        /// What its HEAD answer stated.
+        quota: Quota,
+        /// The margin that had to stay left.
+        margin: u64,
     },
 }
 
@@ -49,6 +68,14 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Metered { registry } => write!(
                 f,
                 "{registry} counts every manifest GET as a pull; pass --verify-platform-on-metered to check"
+            ),
+            SkipReason::QuotaLow {
+                registry,
+                quota,
+                margin,
+            } => write!(
+                f,
+                "{registry} states {quota}, not more than the margin of {margin} (--metered-quota-margin); pass --verify-platform-on-metered to check anyway"
             ),
         }
     }

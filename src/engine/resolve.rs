@@ -1,20 +1,36 @@
 //! One credential on one endpoint: HEAD-first resolution and the platform step, as one
 //! value ([`Attempt`]) that the engine compares with the others.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use http::Method;
 
 use super::classify;
 use super::outcome::{PlatformReport, PlatformResult};
-use super::resolution::{PlatformCheck, Route};
+use super::resolution::{PlatformCheck, Route, SkipReason};
 use crate::credentials::Credential;
 use crate::manifest::{self, Selection};
 use crate::platform::Platform;
 use crate::reference::{Digest, Reference};
 use crate::registry::client::{ManifestRequest, ManifestResponse, Registry};
 use crate::registry::error::RegistryError;
+use crate::registry::quota::Quota;
 use crate::verdict::Verdict;
+
+/// Index bodies by digest, bounded by their total size.
+pub(crate) type IndexBodies = moka::future::Cache<String, Arc<Vec<u8>>>;
+
+/// The cache of index bodies: 16 MiB, weighed by body size (an index is a few KiB; the
+/// webhook pays at most one GET per distinct index digest on a metered registry).
+pub(super) fn index_bodies() -> IndexBodies {
+    moka::future::Cache::builder()
+        .max_capacity(16 * 1024 * 1024)
+        .weigher(|k: &String, v: &Arc<Vec<u8>>| {
+            u32::try_from(k.len() + v.len()).unwrap_or(u32::MAX)
+        })
+        .build()
+}
 
 /// What one credential found on one endpoint.
 #[derive(Debug, Clone)]
@@ -27,6 +43,8 @@ pub(super) struct Attempt {
     /// The endpoint host, once one was tried.
     pub endpoint: Option<String>,
     pub warnings: Vec<String>,
+    /// The pull quota the last answer stated.
+    pub quota: Option<Quota>,
 }
 
 impl Attempt {
@@ -40,6 +58,7 @@ impl Attempt {
             platform: PlatformReport::default(),
             endpoint: None,
             warnings: Vec::new(),
+            quota: None,
         }
     }
 
@@ -57,12 +76,25 @@ impl Attempt {
     fn found(self) -> Attempt {
         self.with(Verdict::Pullable, "manifest found")
     }
+
+    fn not_checked(self, reason: &SkipReason) -> Attempt {
+        Attempt {
+            platform: PlatformReport {
+                result: PlatformResult::NotChecked,
+                note: Some(format!("platform not verified: {reason}")),
+                ..Default::default()
+            },
+            ..self
+        }
+    }
 }
 
 /// The fetches of one attempt: the registry, the reference, the endpoint, the credential
 /// and the deadline, fixed for all of its requests.
 pub(super) struct Resolver<'a> {
     pub registry: &'a Registry,
+    /// Index bodies by digest, shared by every check of the process.
+    pub indexes: &'a IndexBodies,
     pub reference: &'a Reference,
     pub credential: Option<&'a Credential>,
     pub deadline: Instant,
@@ -102,10 +134,14 @@ impl Resolver<'_> {
             ..Attempt::ended(Verdict::Transient, String::new())
         };
         let target = self.reference.manifest_reference();
-        // The platform check needs the index body: GET at once rather than HEAD then GET.
-        let first = match platform {
-            PlatformCheck::Verify(_) => Method::GET,
-            PlatformCheck::Skip(_) => Method::HEAD,
+        // The platform check needs the index body: GET at once rather than HEAD then GET,
+        // except where a GET is a pull (HEAD is free there).
+        let (first, targets, margin) = match platform {
+            PlatformCheck::Verify(t) => (Method::GET, Some(t), None),
+            PlatformCheck::IfAffordable { targets, margin } => {
+                (Method::HEAD, Some(targets), Some(*margin))
+            }
+            PlatformCheck::Skip(_) => (Method::HEAD, None, None),
         };
         let mut resp = self.fetch(route, &target, first.clone()).await;
         if first == Method::HEAD {
@@ -126,23 +162,16 @@ impl Resolver<'_> {
             Err(detail) => return attempt.with(Verdict::NotFound, detail),
         };
         let attempt = Attempt {
-            digest: Some(digest),
+            digest: Some(digest.clone()),
             media_type: resp.media_type.clone(),
+            quota: resp.quota,
             ..attempt
         };
-        let targets = match platform {
-            PlatformCheck::Skip(reason) => {
-                return Attempt {
-                    platform: PlatformReport {
-                        result: PlatformResult::NotChecked,
-                        note: Some(format!("platform not verified: {reason}")),
-                        ..Default::default()
-                    },
-                    ..attempt
-                }
-                .found();
-            }
-            PlatformCheck::Verify(t) => t,
+        let Some(targets) = targets else {
+            let PlatformCheck::Skip(reason) = platform else {
+                unreachable!("only Skip has no targets")
+            };
+            return attempt.not_checked(reason).found();
         };
         let target_text = targets
             .iter()
@@ -164,7 +193,22 @@ impl Resolver<'_> {
             }
             .found();
         }
-        self.index(route, &resp, targets, target_text, attempt)
+        let body = match (resp.body, margin) {
+            (Some(body), _) => body,
+            (None, margin) => match self.index_body(route, &digest, resp.quota, margin).await {
+                Ok(Some(body)) => body,
+                Ok(None) => {
+                    let reason = SkipReason::QuotaLow {
+                        registry: self.reference.domain().to_string(),
+                        quota: resp.quota.expect("a low quota was stated"),
+                        margin: margin.unwrap_or_default(),
+                    };
+                    return attempt.not_checked(&reason).found();
+                }
+                Err(e) => return attempt.failed(&e),
+            },
+        };
+        self.index(route, &body, targets, target_text, attempt)
             .await
     }
 
@@ -172,12 +216,11 @@ impl Resolver<'_> {
     async fn index(
         &self,
         route: &Route,
-        resp: &ManifestResponse,
+        body: &[u8],
         targets: &[Platform],
         target_text: String,
         attempt: Attempt,
     ) -> Attempt {
-        let body = resp.body.as_deref().unwrap_or_default();
         let index = match manifest::parse_index(body) {
             Ok(i) => i,
             Err(e) => {
@@ -266,6 +309,37 @@ impl Resolver<'_> {
             ..attempt
         }
         .with(Verdict::PlatformMissing, detail)
+    }
+}
+
+impl Resolver<'_> {
+    /// The body of the index a HEAD resolved to on a metered registry: from the cache of
+    /// bodies by digest (content-addressed, never stale), else a GET by digest when the
+    /// HEAD's quota affords one (no limit stated, or more than `margin` pulls left).
+    /// `Ok(None)`: not affordable.
+    async fn index_body(
+        &self,
+        route: &Route,
+        digest: &str,
+        quota: Option<Quota>,
+        margin: Option<u64>,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        if let Some(body) = self.indexes.get(digest).await {
+            return Ok(Some(body.to_vec()));
+        }
+        if let (Some(q), Some(m)) = (quota, margin)
+            && q.remaining <= m
+        {
+            return Ok(None);
+        }
+        let resp = self.fetch(route, digest, Method::GET).await?;
+        let body = resp.body.unwrap_or_default();
+        if Digest::parse(digest).is_ok_and(|d| d.verify(&body)) {
+            self.indexes
+                .insert(digest.to_string(), Arc::new(body.clone()))
+                .await;
+        }
+        Ok(Some(body))
     }
 }
 

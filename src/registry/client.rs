@@ -22,6 +22,7 @@ use super::guard::{Destination, Guard};
 use super::hosts::Endpoint;
 use super::http::{Http, Request, Response};
 use super::limits;
+use super::quota::Quota;
 use super::retry::with_retries;
 use super::tls::{ClientPool, TlsProfile};
 use super::token::TokenCache;
@@ -39,6 +40,8 @@ pub struct ManifestResponse {
     pub size: Option<u64>,
     /// The body (GET only).
     pub body: Option<Vec<u8>>,
+    /// The pull quota the answer stated (Docker Hub's `ratelimit-*` headers).
+    pub quota: Option<Quota>,
 }
 
 /// One manifest request: what to fetch, from where, with which credential, by when.
@@ -297,11 +300,16 @@ impl Registry {
                 .map(str::to_string);
             let media_type = manifest::media_type_of(resp.header("content-type"), &resp.body);
             let body = (req.method == Method::GET).then(|| std::mem::take(&mut resp.body));
+            let quota = Quota::from_headers(
+                resp.header("ratelimit-limit"),
+                resp.header("ratelimit-remaining"),
+            );
             Ok(ManifestResponse {
                 digest,
                 media_type,
                 size,
                 body,
+                quota,
             })
         } else {
             Err(Http::status_error(

@@ -19,6 +19,7 @@ pub mod guard;
 pub mod hosts;
 pub mod http;
 pub mod limits;
+pub mod quota;
 pub mod retry;
 pub mod tls;
 pub mod token;

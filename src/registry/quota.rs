@@ -73,7 +73,9 @@ mod tests {
             "76 of 100 pulls left per 6 h"
         );
         assert_eq!(
-            Quota::from_headers(Some("200"), Some("0")).unwrap().to_string(),
+            Quota::from_headers(Some("200"), Some("0"))
+                .unwrap()
+                .to_string(),
             "0 of 200 pulls left"
         );
         assert_eq!(Quota::from_headers(None, Some("1;w=60")), None);

@@ -93,8 +93,8 @@ pub struct Config {
     pub node_credentials: Vec<String>,
     /// Registries metering manifest GETs.
     pub metered: Vec<String>,
-    /// Check platforms on metered registries anyway.
-    pub verify_platform_on_metered: bool,
+    /// When an index is fetched on metered registries.
+    pub metered_get: crate::engine::MeteredGet,
     /// Deadline of one registry HTTP request.
     pub request_timeout: Duration,
     /// Images resolved at once per review.

@@ -33,7 +33,7 @@ pub fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
         hosts_dir: config.hosts_dir.clone(),
         insecure: config.insecure.clone(),
         metered: config.metered.clone(),
-        verify_platform_on_metered: config.verify_platform_on_metered,
+        metered_get: config.metered_get,
         node_credentials: config.node_credentials.clone(),
         concurrency: config.concurrency,
         timeout: config.budget,

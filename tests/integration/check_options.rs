@@ -28,16 +28,19 @@ fn https_proxy_from_the_environment_is_used() {
 }
 
 #[test]
-fn metered_registries_skip_the_platform_check_and_use_head_only() {
+fn metered_registries_never_get_skips_the_platform_check_and_uses_head_only() {
     let reg = start_dedicated(Mode::Anon);
     let img = &fixture().images.arm_only;
     let mark = reg.mark();
-    // arm-only index on a registry declared metered: HEAD only, platform not verified.
+    // arm-only index on a registry declared metered, GETs refused: HEAD only, platform not
+    // verified.
     let r = check(&[
         "--insecure-registry",
         &reg.host,
         "--metered-registry",
         &reg.host,
+        "--metered-get",
+        "never",
         "--platform",
         "linux/amd64",
         &img.reference(&reg),
@@ -74,6 +77,43 @@ fn metered_registries_skip_the_platform_check_and_use_head_only() {
         &img.reference(&reg),
     ]);
     r.assert_code(12);
+}
+
+#[test]
+fn metered_registries_without_quota_headers_get_the_index_after_a_free_head() {
+    // A registry that states no limit (Debian's docker-registry sends no ratelimit-*
+    // headers) is not limited: after the HEAD, the index is fetched by digest and the
+    // platform verified.
+    let reg = start_dedicated(Mode::Anon);
+    let img = &fixture().images.arm_only;
+    let mark = reg.mark();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "--metered-registry",
+        &reg.host,
+        "--platform",
+        "linux/amd64",
+        &img.reference(&reg),
+    ]);
+    r.assert_code(12);
+    let o = r.image(0);
+    assert_eq!(o["platform"]["result"], "missing");
+    assert!(o.get("quota").is_none(), "{o}");
+    let digest = o["digest"].as_str().unwrap().to_string();
+    reg.wait_quiet();
+    let methods: Vec<String> = reg
+        .requests_since(mark)
+        .into_iter()
+        .map(|r| format!("{} {}", r.method, r.uri))
+        .collect();
+    assert_eq!(
+        methods,
+        vec![
+            "HEAD /v2/armonly/app/manifests/v1".to_string(),
+            format!("GET /v2/armonly/app/manifests/{digest}"),
+        ]
+    );
 }
 
 #[test]
