@@ -352,6 +352,9 @@ async fn check_image(
                 .check_one_with(image, deadline, &keychain, &policy)
                 .await;
             metrics.lookup(o.verdict.as_str(), t.elapsed().as_secs_f64());
+            if let (Some(q), Some(r)) = (&o.quota, &o.registry) {
+                metrics.quota(r, q.remaining);
+            }
             o
         })
         .await;

@@ -7,6 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -33,6 +34,13 @@ pub struct WebhookLabels {
 pub struct OutcomeLabels {
     /// The verdict (`pullable`, `not_found`, `transient`, …).
     pub outcome: String,
+}
+
+/// Labels of `pullcheck_registry_quota_remaining`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RegistryLabels {
+    /// The registry host (`docker.io`).
+    pub registry: String,
 }
 
 /// Labels of the cache counters.
@@ -64,6 +72,8 @@ pub struct Metrics {
     pub cache_misses: Family<CacheLabels, Counter>,
     /// Images answered as not verified because the budget ran out.
     pub budget_exhausted: Counter,
+    /// Pulls left, as the registry last stated them to this replica.
+    pub quota_remaining: Family<RegistryLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -121,6 +131,12 @@ impl Metrics {
             "Images left unverified because the answer was due",
             budget_exhausted.clone(),
         );
+        let quota_remaining = Family::<RegistryLabels, Gauge>::default();
+        registry.register(
+            "registry_quota_remaining",
+            "Pulls left as the registry last stated them (Docker Hub's ratelimit-remaining), seen from this replica's egress address",
+            quota_remaining.clone(),
+        );
         Metrics {
             registry,
             admissions,
@@ -132,7 +148,17 @@ impl Metrics {
             cache_hits,
             cache_misses,
             budget_exhausted,
+            quota_remaining,
         }
+    }
+
+    /// Record the quota a registry stated.
+    pub fn quota(&self, registry: &str, remaining: u64) {
+        self.quota_remaining
+            .get_or_create(&RegistryLabels {
+                registry: registry.into(),
+            })
+            .set(i64::try_from(remaining).unwrap_or(i64::MAX));
     }
 
     /// Count one answer.
@@ -201,6 +227,7 @@ mod tests {
         m.cache("verdict", true);
         m.cache("verdict", false);
         m.lookup("not_found", 0.1);
+        m.quota("docker.io", 76);
         let text = m.render(7);
         for needle in [
             "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",
@@ -209,6 +236,7 @@ mod tests {
             "pullcheck_registry_lookups_total{outcome=\"not_found\"} 1",
             "pullcheck_registry_http_requests_total 7",
             "pullcheck_admission_duration_seconds_bucket",
+            "pullcheck_registry_quota_remaining{registry=\"docker.io\"} 76",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }
