@@ -14,6 +14,7 @@ mod inject;
 mod k8s_examples;
 mod lint;
 mod mirrors_explain;
+mod redirects;
 mod regression;
 mod scan;
 mod support;
