@@ -10,64 +10,19 @@
 //! realm issued (audience = the registry's service, access = the original repository).
 
 use std::io;
-use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 
-use crate::support::hostile_server::{Flow, Out, Seen, Server, Transport};
+use crate::support::hostile_server::{Flow, Out, Seen, Server};
 use crate::support::process::{Run, check};
 use crate::support::{
-    ALICE, Mode, Registry, TokenRequest, fixture, http, make_cert, pull_secret, start_dedicated,
+    ALICE, Mode, Registry, TokenRequest, fixture, http, pull_secret, relay, start_dedicated,
     temp_dir,
 };
 
-/// TLS identity for 127.0.0.1 from the test CA (the one `check` trusts).
-fn loopback_tls() -> Transport {
-    let (cert_pem, key_pem) = make_cert(
-        &["127.0.0.1", "localhost"],
-        SystemTime::now() + Duration::from_secs(86_400),
-    );
-    Transport::Tls { cert_pem, key_pem }
-}
-
-/// Copy `resp` (from the real registry) onto the wire.
-fn pass_back(out: &mut Out, resp: &http::Response) -> io::Result<Flow> {
-    let headers: Vec<(&str, &str)> = resp
-        .headers
-        .iter()
-        .filter(|(k, _)| {
-            !["connection", "transfer-encoding", "content-length"]
-                .iter()
-                .any(|h| k.eq_ignore_ascii_case(h))
-        })
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut headers = headers;
-    // HEAD: the registry's own length, not the (empty) body's.
-    let length = resp
-        .header("content-length")
-        .map(str::to_string)
-        .unwrap_or_else(|| resp.body.len().to_string());
-    headers.push(("Content-Length", &length));
-    out.reply(resp.status, &headers, &resp.body)?;
-    Ok(Flow::KeepAlive)
-}
-
-/// The recording relay in front of `reg`: every request is forwarded with its `Accept` and
-/// `Authorization`, and the registry's answer is returned as it came.
+/// The recording relay in front of `reg`, answers unchanged.
 fn relay(reg: &Registry) -> Server {
-    let base = reg.url();
-    let ca = fixture().ca_file.clone();
-    Server::start(loopback_tls(), move |seen: &Seen, out: &mut Out| {
-        let mut headers = Vec::new();
-        for name in ["Accept", "Authorization"] {
-            if let Some(v) = seen.header(name) {
-                headers.push((name, v));
-            }
-        }
-        let resp = http::request(&base, Some(&ca), &seen.method, &seen.target, &headers, &[])?;
-        pass_back(out, &resp)
-    })
+    relay::start(&reg.url(), |_| {})
 }
 
 /// What the front asks of its own clients.
@@ -84,7 +39,7 @@ enum FrontAuth {
 fn front(target: &str, auth: FrontAuth) -> Server {
     let target = target.to_string();
     let alice = http::basic_auth(ALICE.0, ALICE.1);
-    Server::start(loopback_tls(), move |seen: &Seen, out: &mut Out| {
+    Server::start(relay::loopback_tls(), move |seen: &Seen, out: &mut Out| {
         let allowed = match auth {
             FrontAuth::None => true,
             FrontAuth::AliceBasic => seen.authorization.as_deref() == Some(alice.as_str()),
