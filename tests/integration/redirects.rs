@@ -9,8 +9,6 @@
 //! The bearer tokens the registry accepted are then decoded and compared with what its own
 //! realm issued (audience = the registry's service, access = the original repository).
 
-use std::io;
-
 use base64::Engine as _;
 
 use crate::support::hostile_server::{Flow, Out, Seen, Server};

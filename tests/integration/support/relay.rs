@@ -6,7 +6,7 @@
 //! request headers.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::hostile_server::{Flow, Out, Seen, Server, Transport};
@@ -22,7 +22,7 @@ pub fn loopback_tls() -> Transport {
 }
 
 /// Forward `seen` to `base` (trusting `ca`) with its `Accept` and `Authorization`.
-pub fn forward(base: &str, ca: &PathBuf, seen: &Seen) -> io::Result<http::Response> {
+pub fn forward(base: &str, ca: &Path, seen: &Seen) -> io::Result<http::Response> {
     let mut headers = Vec::new();
     for name in ["Accept", "Authorization"] {
         if let Some(v) = seen.header(name) {
