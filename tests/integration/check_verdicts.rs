@@ -271,3 +271,78 @@ fn termination_log_summarises_failures() {
         )
     );
 }
+
+#[test]
+fn nested_index_is_walked_down_to_the_innermost_manifest() {
+    let f = fixture();
+    let reg = crate::support::start_dedicated(crate::support::Mode::Anon);
+    let (outer, inner) = (&f.images.nested, &f.images.nested_inner);
+    let leaf = inner.child_digest("amd64");
+    let mark = reg.mark();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "--platform",
+        "linux/amd64",
+        &outer.reference(&reg),
+    ]);
+    r.assert_code(0);
+    let o = r.image(0);
+    assert_eq!(o["verdict"], "pullable");
+    assert_eq!(o["digest"], outer.digest.as_str(), "the tag's digest");
+    assert_eq!(o["platform"]["result"], "exact");
+    assert_eq!(o["platform"]["matched"], "linux/amd64");
+    assert_eq!(o["platform"]["child_digest"], leaf);
+    assert_ne!(leaf, inner.digest);
+    let lines: Vec<String> = reg
+        .requests_since(mark)
+        .into_iter()
+        .map(|r| format!("{} {} {}", r.method, r.uri, r.status))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "GET /v2/nested/app/manifests/v1 200".to_string(),
+            format!("GET /v2/nested/app/manifests/{} 200", inner.digest),
+            format!("HEAD /v2/nested/app/manifests/{leaf} 200"),
+        ]
+    );
+}
+
+#[test]
+fn nested_index_without_the_platform_is_platform_missing() {
+    let f = fixture();
+    let reg = crate::support::start_dedicated(crate::support::Mode::Anon);
+    let (outer, inner) = (&f.images.nested_arm, &f.images.nested_arm_inner);
+    let mark = reg.mark();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "--platform",
+        "linux/amd64",
+        &outer.reference(&reg),
+    ]);
+    r.assert_code(12);
+    let o = r.image(0);
+    assert_eq!(o["verdict"], "platform_missing");
+    assert_eq!(o["digest"], outer.digest.as_str());
+    assert_eq!(
+        o["detail"],
+        format!(
+            "nested index {} has no entry for linux/amd64 (available: linux/arm64)",
+            inner.digest
+        )
+    );
+    let lines: Vec<String> = reg
+        .requests_since(mark)
+        .into_iter()
+        .map(|r| format!("{} {} {}", r.method, r.uri, r.status))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "GET /v2/nestedarm/app/manifests/v1 200".to_string(),
+            format!("GET /v2/nestedarm/app/manifests/{} 200", inner.digest),
+        ]
+    );
+}

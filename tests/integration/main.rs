@@ -15,6 +15,7 @@ mod inject;
 mod k8s_examples;
 mod lint;
 mod mirrors_explain;
+mod redirects;
 mod regression;
 mod scan;
 mod support;

@@ -313,3 +313,113 @@ fn manifests_larger_than_the_cap_are_refused_whole() {
         );
     }
 }
+
+/// `explain --output json <args…>`, asserting exit 0.
+fn explain(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["explain", "--output", "json"];
+    all.extend_from_slice(args);
+    let r = run(&all, &[]);
+    r.assert_code(0);
+    r.json()
+}
+
+/// `credentials_sent` of every endpoint, in order.
+fn credentials_sent(j: &serde_json::Value) -> Vec<bool> {
+    j["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["credentials_sent"].as_bool().unwrap())
+        .collect()
+}
+
+#[test]
+fn explain_prints_the_platform_decision_check_makes() {
+    let j = explain(&["--no-docker-config", "nginx"]);
+    assert_eq!(
+        j["platform"],
+        "not checked: docker.io counts every manifest GET as a pull; pass --verify-platform-on-metered to check"
+    );
+    assert_eq!(credentials_sent(&j), vec![false]);
+
+    // Asked to verify, explain names the platform check would look for: the host's, the
+    // target `check` reports for an image without --platform.
+    let f = fixture();
+    let r = check(&[
+        "--insecure-registry",
+        &f.anon.host,
+        &f.images.multi_index.reference(&f.anon),
+    ]);
+    r.assert_code(0);
+    let host_platform = r.image(0)["platform"]["target"].clone();
+    assert!(
+        host_platform
+            .as_str()
+            .is_some_and(|p| p.starts_with("linux/"))
+    );
+    let j = explain(&[
+        "--no-docker-config",
+        "--verify-platform-on-metered",
+        "nginx",
+    ]);
+    assert_eq!(j["platform"], host_platform);
+    assert!(j.get("node_credentials").is_none(), "{j}");
+}
+
+#[test]
+fn explain_marks_credentials_sent_only_where_a_credential_would_go() {
+    let f = fixture();
+    let image = f.images.oci_manifest.reference(&f.basic);
+    // The mirror may resolve tags, so both endpoints are used for this reference.
+    let root = basic_mirrored_to_anon("\"pull\", \"resolve\"");
+    let hosts = root.path().to_str().unwrap();
+
+    let j = explain(&["--hosts-dir", hosts, "--no-docker-config", &image]);
+    let used: Vec<bool> = j["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["used_for_this_reference"].as_bool().unwrap())
+        .collect();
+    assert_eq!(used, vec![true, true]);
+    assert_eq!(
+        credentials_sent(&j),
+        vec![false, false],
+        "no credential matches"
+    );
+
+    let dir = temp_dir();
+    let secret = pull_secret(dir.path(), "s.json", &[(&f.basic.host, ALICE.0, ALICE.1)]);
+    let j = explain(&[
+        "--hosts-dir",
+        hosts,
+        "--no-docker-config",
+        "--pull-secrets",
+        &secret,
+        &image,
+    ]);
+    assert_eq!(j["endpoints"][0]["mirror"], true);
+    assert_eq!(j["endpoints"][1]["mirror"], false);
+    assert_eq!(
+        credentials_sent(&j),
+        vec![false, true],
+        "the upstream's secret goes to the upstream only"
+    );
+    assert_eq!(
+        j["credentials"],
+        serde_json::json!([format!("pull secret {secret} key {}", f.basic.host)])
+    );
+}
+
+#[test]
+fn explain_names_the_node_credential_pattern_of_an_ecr_looking_registry() {
+    let image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1";
+    let j = explain(&["--no-docker-config", image]);
+    assert_eq!(j["node_credentials"], "*.dkr.ecr.*.amazonaws.com");
+    assert_eq!(j["credentials"], serde_json::json!([]));
+    assert_eq!(credentials_sent(&j), vec![false]);
+    assert_eq!(
+        j["endpoints"][0]["url"],
+        "https://123456789012.dkr.ecr.us-east-1.amazonaws.com/v2"
+    );
+}

@@ -50,6 +50,11 @@ impl Webhook {
 
     /// Start with exactly these extra flags (besides listen address and certificate).
     fn start_raw(extra: &[&str]) -> Webhook {
+        Webhook::start_raw_with_env(extra, &[])
+    }
+
+    /// [`Webhook::start_raw`] with extra environment.
+    fn start_raw_with_env(extra: &[&str], env: &[(&str, &str)]) -> Webhook {
         let dir = support::temp_dir();
         let (cert, key) = make_cert(&["127.0.0.1", "localhost"], far());
         let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
@@ -69,7 +74,7 @@ impl Webhook {
         args.push("--tls-key".into());
         args.push(key_path.into());
         args.extend(extra.iter().map(OsString::from));
-        let running = support::webhook::start(&args, "pullcheck=info");
+        let running = support::webhook::start_with_env(&args, "pullcheck=info", env);
         Webhook { running, dir }
     }
 
@@ -747,4 +752,147 @@ fn sigterm_drains_the_request_in_flight() {
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["response"]["allowed"], true, "{v}");
     assert!(status.success(), "{status:?}");
+}
+
+/// Warnings of an answer that say an image was not verified.
+fn not_verified(resp: &Value) -> Vec<String> {
+    warnings(resp)
+        .into_iter()
+        .filter(|w| w.starts_with("not verified"))
+        .collect()
+}
+
+#[test]
+fn a_token_request_that_timed_out_is_not_remembered() {
+    // The real token-mode registry behind a recording relay that points its challenge at a
+    // scripted token endpoint (support/hostile_server.rs): while `hanging` is set, the
+    // endpoint accepts each token request and never answers; after, it forwards to the
+    // harness's real token server. The first review can't get a token within its budget;
+    // the second, sent right after, must fetch one again rather than reuse the failure.
+    use crate::support::hostile_server::{Out, Seen, Server, hang};
+    use crate::support::relay;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let f = fixture();
+    let reg = start_dedicated(Mode::Token);
+    let hanging = Arc::new(AtomicBool::new(true));
+    let endpoint = {
+        let hanging = hanging.clone();
+        let real = format!("https://127.0.0.1:{}", f.token_server.port);
+        let ca = f.ca_file.clone();
+        Server::start(relay::loopback_tls(), move |seen: &Seen, out: &mut Out| {
+            if hanging.load(Ordering::SeqCst) {
+                return hang(Duration::from_secs(10));
+            }
+            relay::pass_back(out, &relay::forward(&real, &ca, seen)?)
+        })
+    };
+    let (real_realm, scripted_realm) = (
+        f.token_server.realm.clone(),
+        format!("{}/token", endpoint.base),
+    );
+    let front = relay::start(&reg.url(), move |resp| {
+        for (k, v) in resp.headers.iter_mut() {
+            if k.eq_ignore_ascii_case("www-authenticate") {
+                *v = v.replace(&real_realm, &scripted_realm);
+            }
+        }
+    });
+    let wh = Webhook::start(&["--request-timeout", "1", "--budget", "3"]);
+    let rev = review("job-create.json", &front.host);
+
+    let started = Instant::now();
+    let resp = wh.validate(&rev);
+    assert!(started.elapsed() < Duration::from_millis(3500));
+    assert_eq!(resp["allowed"], true, "fail-open: {resp}");
+    let nv = not_verified(&resp);
+    assert_eq!(nv.len(), 2, "{resp}");
+    for (c, repo) in [("main", "oci/app:v1"), ("uploader", "multi/app:v1")] {
+        let prefix = format!("not verified, admitted: {c}: {}/{repo} (", front.host);
+        assert!(
+            nv.iter().any(|w| w.starts_with(&prefix)),
+            "{prefix} not in {nv:?}"
+        );
+    }
+    let hung = endpoint.seen().len();
+    assert!(hung >= 2, "each repository's token was asked for: {hung}");
+    assert_eq!(reg.token_requests(), 0);
+
+    hanging.store(false, Ordering::SeqCst);
+    let resp = wh.validate(&rev);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert_eq!(not_verified(&resp), Vec::<String>::new(), "{resp}");
+    // One new token request per repository, answered by the real token server.
+    let scopes: Vec<String> = endpoint.seen()[hung..]
+        .iter()
+        .map(|s| s.query("scope").unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        scopes,
+        vec!["repository:multi/app:pull", "repository:oci/app:pull"]
+    );
+    assert_eq!(endpoint.seen().len(), hung + 2);
+    assert_eq!(reg.token_requests(), 2);
+}
+
+#[test]
+fn the_webhooks_guard_trusts_a_proxy_on_localhost_and_leaves_the_name_to_it() {
+    // No --allow-loopback-registries: the registry's own address is the proxy's business,
+    // so the proxy on localhost is used and the registry's name goes to it in the CONNECT.
+    // The token realm, though, is announced as the IP literal 127.0.0.1 (where the harness's
+    // token server listens): for the webhook a referral to a loopback literal is refused
+    // before anything is sent, proxy or not.
+    let f = fixture();
+    let name = "registry.proxied.test";
+    let (cert, key) = make_cert(&[name], far());
+    let reg = support::start_dedicated_with_cert(Mode::Token, &cert, &key);
+    let port = reg.host.rsplit_once(':').unwrap().1;
+    let registry = format!("{name}:{port}");
+    let realm = format!("127.0.0.1:{}", f.token_server.port);
+    let proxy = crate::check_options::ConnectProxy::start(vec![
+        (registry.clone(), reg.host.clone()),
+        (realm.clone(), realm.clone()),
+    ]);
+    let proxy_url = format!(
+        "http://localhost:{}",
+        proxy.host.rsplit_once(':').unwrap().1
+    );
+    let ca = f.ca_file.to_string_lossy().into_owned();
+    let wh = Webhook::start_raw_with_env(
+        &["--ca-file", &ca, "--fail-closed"],
+        &[("HTTPS_PROXY", &proxy_url)],
+    );
+    let mark = reg.mark();
+    let resp = wh.validate(&review("job-create.json", &registry));
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let guard = "blocked by pullcheck's address guard: 127.0.0.1 is 127.0.0.1, a loopback address";
+    assert_eq!(
+        resp["status"]["message"],
+        format!(
+            "main: {registry}/oci/app:v1: denied ({guard})\nuploader: {registry}/multi/app:v1: denied ({guard})"
+        )
+    );
+    let mut connects = proxy.connects();
+    connects.dedup();
+    assert_eq!(connects, vec![format!("CONNECT {registry}")]);
+    // One probe for the endpoint (the two images share what it taught: a bearer challenge
+    // whose realm the guard refuses), whichever image came first.
+    let asked: Vec<String> = reg
+        .requests_since(mark)
+        .into_iter()
+        .map(|r| format!("{} {} {}", r.method, r.uri, r.status))
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        [
+            "GET /v2/oci/app/manifests/v1 401",
+            "GET /v2/multi/app/manifests/v1 401"
+        ]
+        .contains(&asked[0].as_str()),
+        "{asked:?}"
+    );
+    assert_eq!(reg.token_requests(), 0);
 }

@@ -31,12 +31,22 @@ pub struct Seen {
     pub target: String,
     /// The `Authorization` header, verbatim, if any.
     pub authorization: Option<String>,
+    /// Every header line as received (name, value trimmed), in order.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Seen {
     /// The path without the query string.
     pub fn path(&self) -> &str {
         self.target.split('?').next().unwrap_or("")
+    }
+
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// A query parameter (percent-decoded), the first with this name.
@@ -295,6 +305,7 @@ fn serve<S: Read + Write>(stream: S, st: &State, handler: &Handler) {
             Ok(_) => {}
         }
         let mut authorization = None;
+        let mut headers = Vec::new();
         let mut content_length = 0usize;
         loop {
             let mut h = String::new();
@@ -306,6 +317,7 @@ fn serve<S: Read + Write>(stream: S, st: &State, handler: &Handler) {
             }
             if let Some((k, v)) = h.split_once(':') {
                 let v = v.trim().to_string();
+                headers.push((k.trim().to_string(), v.clone()));
                 if k.eq_ignore_ascii_case("authorization") {
                     authorization = Some(v);
                 } else if k.eq_ignore_ascii_case("content-length") {
@@ -324,6 +336,7 @@ fn serve<S: Read + Write>(stream: S, st: &State, handler: &Handler) {
             method: parts.next().unwrap_or("").to_string(),
             target: parts.next().unwrap_or("").to_string(),
             authorization,
+            headers,
         };
         st.log.lock().unwrap().push(seen.clone());
         let mut out = Out {

@@ -119,6 +119,16 @@ pub struct Images {
     /// `dangling/app:v1`: OCI index with linux/amd64 (deleted: MANIFEST_UNKNOWN)
     /// and linux/arm64/v8 (present).
     pub index_missing_child: Image,
+    /// `nested/app:v1`: OCI index whose one entry (linux/amd64) is itself an OCI index,
+    /// [`Images::nested_inner`], holding the real linux/amd64 and linux/arm64/v8 manifests.
+    pub nested: Image,
+    /// The inner index of `nested`, pushed by digest only.
+    pub nested_inner: Image,
+    /// `nestedarm/app:v1`: OCI index whose linux/amd64 entry is an OCI index,
+    /// [`Images::nested_arm_inner`], holding only a linux/arm64 manifest.
+    pub nested_arm: Image,
+    /// The inner index of `nested_arm`, pushed by digest only.
+    pub nested_arm_inner: Image,
 }
 
 impl Images {
@@ -133,6 +143,10 @@ impl Images {
             &self.digest_only,
             &self.private,
             &self.index_missing_child,
+            &self.nested,
+            &self.nested_inner,
+            &self.nested_arm,
+            &self.nested_arm_inner,
         ]
     }
 }
@@ -296,10 +310,12 @@ fn single(p: &Pusher, repo: &'static str, tag: Option<&'static str>, docker: boo
     }
 }
 
-fn index(
+/// Push single-platform manifests for `platforms` into `repo` and an index of them under
+/// `tag` (or by digest only when `tag` is None).
+fn index_of(
     p: &Pusher,
     repo: &'static str,
-    tag: &'static str,
+    tag: Option<&'static str>,
     docker: bool,
     platforms: &[Platform],
 ) -> Image {
@@ -327,14 +343,63 @@ fn index(
         })).collect::<Vec<_>>(),
     });
     let bytes = serde_json::to_vec_pretty(&list).unwrap();
-    let digest = p.manifest(repo, tag, mt, &bytes);
+    let reference = tag.map_or_else(|| sha256_digest(&bytes), str::to_string);
+    let digest = p.manifest(repo, &reference, mt, &bytes);
     Image {
         repo,
-        tag: Some(tag),
+        tag,
         digest,
         manifest: bytes,
         children,
     }
+}
+
+fn index(
+    p: &Pusher,
+    repo: &'static str,
+    tag: &'static str,
+    docker: bool,
+    platforms: &[Platform],
+) -> Image {
+    index_of(p, repo, Some(tag), docker, platforms)
+}
+
+/// An OCI index under `tag` with one linux/amd64 entry that is itself an OCI index of
+/// `inner_platforms` (pushed first, by digest). Returns (outer, inner).
+fn nested_index(
+    p: &Pusher,
+    repo: &'static str,
+    tag: &'static str,
+    inner_platforms: &[Platform],
+) -> (Image, Image) {
+    let inner = index_of(p, repo, None, false, inner_platforms);
+    let entry = ImageChild {
+        digest: inner.digest.clone(),
+        media_type: OCI_INDEX,
+        size: inner.manifest.len(),
+        platform: LINUX_AMD64,
+        present: true,
+    };
+    let list = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [{
+            "mediaType": entry.media_type,
+            "digest": entry.digest,
+            "size": entry.size,
+            "platform": entry.platform.json(),
+        }],
+    });
+    let bytes = serde_json::to_vec_pretty(&list).unwrap();
+    let digest = p.manifest(repo, tag, OCI_INDEX, &bytes);
+    let outer = Image {
+        repo,
+        tag: Some(tag),
+        digest,
+        manifest: bytes,
+        children: vec![entry],
+    };
+    (outer, inner)
 }
 
 /// Build and push every seed image through `anon` (plain HTTP).
@@ -365,6 +430,9 @@ pub fn seed(anon: &Registry) -> Images {
     );
     p.delete_manifest("dangling/app", &index_missing_child.children[0].digest);
     index_missing_child.children[0].present = false;
+    let (nested, nested_inner) =
+        nested_index(&p, "nested/app", "v1", &[LINUX_AMD64, LINUX_ARM64_V8]);
+    let (nested_arm, nested_arm_inner) = nested_index(&p, "nestedarm/app", "v1", &[LINUX_ARM64]);
     Images {
         oci_manifest,
         docker_schema2,
@@ -375,5 +443,9 @@ pub fn seed(anon: &Registry) -> Images {
         digest_only,
         private,
         index_missing_child,
+        nested,
+        nested_inner,
+        nested_arm,
+        nested_arm_inner,
     }
 }

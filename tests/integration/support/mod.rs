@@ -26,6 +26,7 @@ pub mod http;
 pub mod images;
 pub mod process;
 pub mod registry;
+pub mod relay;
 pub mod scripted_server;
 pub mod time;
 pub mod tls;

@@ -25,8 +25,18 @@ pub struct Webhook {
 /// Run `pullcheck <args…>` (`args` start with `webhook`) with `RUST_LOG=<rust_log>` and
 /// wait until it listens.
 pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Webhook {
+    start_with_env(args, rust_log, &[])
+}
+
+/// [`start`] with extra environment (e.g. `HTTPS_PROXY`).
+pub fn start_with_env<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    rust_log: &str,
+    env: &[(&str, &str)],
+) -> Webhook {
     let mut cmd = process::pullcheck();
     cmd.args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", rust_log)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
