@@ -5,7 +5,7 @@
 //! (`LoadFromReader`, `decodeAuth`, `GetCredentialsStore`, `getConfiguredCredentialStore`),
 //! `cli/config/credentials/file_store.go` (`Get`, `ConvertToHostname`),
 //! `cli/config/credentials/native_store.go` (`<token>` username), and
-//! `cli/command/registry.go` (`getAuthConfigKey`). Facts §2.9.
+//! `cli/command/registry.go` (`getAuthConfigKey`).
 //!
 //! Rules:
 //! - the key for a registry is its host (`host:port`), except Docker Hub (`docker.io`,
@@ -16,9 +16,10 @@
 //!   a map) whose scheme-less, path-less form equals `key`;
 //! - `auth` is decoded with padding required and the username must be non-empty (unlike
 //!   the kubelet); `\0` is trimmed from both ends of the password;
-//! - identity tokens (`identitytoken`, or a helper's `<token>` username) are refresh
-//!   tokens for the OAuth2 POST flow, which pullcheck does not run: they are skipped with
-//!   a debug log.
+//! - an identity token (`identitytoken`, or a helper's answer with the username
+//!   `<token>`) is an OAuth2 refresh token: it becomes a [`SecretKind::RefreshToken`]
+//!   credential with an empty username, and wins over a username/password in the same
+//!   entry, as containerd's CRI `ParseAuth` and the docker CLI's token handler prefer it.
 //!
 //! Not implemented: `DOCKER_AUTH_CONFIG` (docker CLI ≥ 28.3) and the legacy
 //! `~/.dockercfg`.
@@ -32,7 +33,7 @@ use super::docker_config::{
 };
 use super::helper::{HelperAnswer, HelperRunner, program_name};
 use super::secret::Secret;
-use super::{Credential, CredentialSource, CredentialsError};
+use super::{Credential, CredentialSource, CredentialsError, SecretKind};
 
 /// The docker CLI's key for Docker Hub.
 pub const DOCKER_HUB_KEY: &str = "https://index.docker.io/v1/";
@@ -185,17 +186,19 @@ impl DockerCliConfig {
                         tracing::debug!(helper = %program, key = %key, "helper has no credentials");
                         Vec::new()
                     }
-                    Ok(HelperAnswer::Found { username, .. }) if username == TOKEN_USERNAME => {
-                        tracing::debug!(helper = %program, key = %key, "helper returned an identity token; pullcheck cannot use it (OAuth2 refresh-token flow), skipping");
-                        Vec::new()
-                    }
                     Ok(HelperAnswer::Found { username, secret }) => {
                         if username.is_empty() && secret.is_empty() {
                             return Vec::new();
                         }
+                        let (username, kind) = if username == TOKEN_USERNAME {
+                            (String::new(), SecretKind::RefreshToken)
+                        } else {
+                            (username, SecretKind::Password)
+                        };
                         vec![Credential {
                             username,
                             password: secret,
+                            kind,
                             source: CredentialSource {
                                 origin: format!("credential helper {program}"),
                                 key,
@@ -252,15 +255,19 @@ impl DockerCliConfig {
                 .iter()
                 .find(|(k, _)| convert_to_hostname(k) == key)
         })?;
-        if auth.username.is_empty() && auth.password.is_empty() {
-            if auth.identity_token.is_some() {
-                tracing::debug!(key = %matched, "docker config entry holds only an identity token; pullcheck cannot use it (OAuth2 refresh-token flow), skipping");
-            }
-            return None;
-        }
+        let (username, password, kind) = match &auth.identity_token {
+            Some(token) => (String::new(), token.clone(), SecretKind::RefreshToken),
+            None if auth.username.is_empty() && auth.password.is_empty() => return None,
+            None => (
+                auth.username.clone(),
+                auth.password.clone(),
+                SecretKind::Password,
+            ),
+        };
         Some(Credential {
-            username: auth.username.clone(),
-            password: auth.password.clone(),
+            username,
+            password,
+            kind,
             source: CredentialSource {
                 origin: origin_for(&self.path),
                 key: matched.clone(),
@@ -388,10 +395,29 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn identity_tokens_are_skipped() {
-        let c = cfg(r#"{"auths":{"x.io":{"identitytoken":"refresh"}}}"#);
-        assert!(c.lookup("x.io").await.is_empty());
-        assert!(c.lookup_keys("x.io").is_empty());
+    async fn identity_tokens_are_refresh_tokens() {
+        // `az acr login` writes the zero GUID as the username beside the identity token;
+        // the token wins.
+        let c = cfg(r#"{"auths":{"x.io":{"identitytoken":"refresh"},
+            "acr.io":{"auth":"MDAwMDAwMDAtMDAwMC0wMDAwLTAwMDAtMDAwMDAwMDAwMDAwOg==","identitytoken":"rt2"}}}"#);
+        let x = c.lookup("x.io").await;
+        assert_eq!(x.len(), 1);
+        assert_eq!(
+            (x[0].username.as_str(), x[0].password.expose(), x[0].kind),
+            ("", "refresh", SecretKind::RefreshToken)
+        );
+        assert_eq!(c.lookup_keys("x.io")[0].key, "x.io");
+        let acr = c.lookup("acr.io").await;
+        assert_eq!(
+            (
+                acr[0].username.as_str(),
+                acr[0].password.expose(),
+                acr[0].kind
+            ),
+            ("", "rt2", SecretKind::RefreshToken)
+        );
+        let plain = cfg(r#"{"auths":{"p.io":{"username":"u","password":"p"}}}"#);
+        assert_eq!(plain.lookup("p.io").await[0].kind, SecretKind::Password);
     }
 
     #[tokio::test]
@@ -420,8 +446,16 @@ mod tests {
             "credential helper docker-credential-test key ghcr.io"
         );
         assert_eq!(c.lookup("docker.io").await[0].source.key, DOCKER_HUB_KEY);
-        // credsStore applies to every other host; its <token> answer is skipped.
-        assert!(c.lookup("quay.io").await.is_empty());
+        // credsStore applies to every other host; its <token> answer is a refresh token.
+        let quay = c.lookup("quay.io").await;
+        assert_eq!(
+            (
+                quay[0].username.as_str(),
+                quay[0].password.expose(),
+                quay[0].kind
+            ),
+            ("", "rt", SecretKind::RefreshToken)
+        );
         // An empty credHelpers entry means the file store.
         assert_eq!(c.lookup("plain.io").await[0].username, "p");
         assert_eq!(

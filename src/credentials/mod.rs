@@ -44,8 +44,24 @@ pub struct Credential {
     pub username: String,
     /// The password or token; may contain `:`.
     pub password: Secret,
+    /// Whether `password` is a password or an OAuth2 refresh token.
+    pub kind: SecretKind,
     /// Which file and key supplied it.
     pub source: CredentialSource,
+}
+
+/// What a credential's secret is: it decides how a bearer token is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SecretKind {
+    /// Sent as HTTP Basic (`username:password`) to a Basic registry or to the token realm
+    /// (GET).
+    #[default]
+    Password,
+    /// An OAuth2 refresh token, which docker calls an *identity token* (`identitytoken` in
+    /// a docker config's `auths`, or a credential helper's `<token>` username). It is
+    /// exchanged at the realm with a POST (`grant_type=refresh_token`, see
+    /// `crate::registry::token::fetch`); the username is empty.
+    RefreshToken,
 }
 
 impl Credential {
@@ -56,6 +72,11 @@ impl Credential {
         h.update(self.username.as_bytes());
         h.update([0u8]);
         h.update(self.password.expose().as_bytes());
+        // A refresh token and a password with the same text get different tokens from the
+        // realm, so they must not share a cache entry. Passwords hash as before.
+        if self.kind == SecretKind::RefreshToken {
+            h.update(b"\0refresh_token");
+        }
         let digest = h.finalize();
         let mut hex = String::with_capacity(16);
         for b in &digest[..8] {
@@ -226,6 +247,7 @@ mod tests {
         Credential {
             username: user.into(),
             password: Secret::new(pass),
+            kind: SecretKind::Password,
             source: CredentialSource {
                 origin: "pull secret /s/.dockerconfigjson".into(),
                 key: "ghcr.io".into(),
@@ -257,6 +279,12 @@ mod tests {
         assert_eq!(cred("", "").fingerprint(), "6e340b9cffb37a98");
         assert!(cred("", "").is_anonymous());
         assert!(!cred("", "x").is_anonymous());
+        let refresh = Credential {
+            kind: SecretKind::RefreshToken,
+            ..cred("", "x")
+        };
+        assert_ne!(refresh.fingerprint(), cred("", "x").fingerprint());
+        assert!(!refresh.is_anonymous());
     }
 
     #[test]
