@@ -5,23 +5,29 @@
 //! `makeLookupPullCredentialsFunc`, `pkg/credentialprovider/keyring.go`):
 //! 1. **Pull secrets** ([`load_pull_secrets`]): every secret merged into one kubelet
 //!    keyring ([`Keyring`], a port of `BasicDockerKeyring` from kubernetes
-//!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`.
-//! 2. **The user's docker config** ([`DockerCliConfig`]), standing in for the node's
-//!    keyring: `auths` with the docker CLI's host-only matching, or the credential helper
-//!    that `credHelpers` / `credsStore` names. A helper runs **only** because this file names
-//!    it, never because a pull secret does (pull secrets cannot express one; their
-//!    `credHelpers` / `credsStore` fields are ignored).
+//!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`. An
+//!    `identitytoken` in a pull secret is ignored, as the kubelet's `DockerConfigEntry`
+//!    has no such field.
+//! 2. **The user's auth sources** ([`UserAuth`]), standing in for the node's keyring:
+//!    `DOCKER_AUTH_CONFIG`, the docker config, then the containers auth files, first
+//!    source with a credential wins (order and reasons in `user_auth.rs`). Each is read
+//!    by [`AuthFile`] with its tool's rules: `auths`, or the credential helper that
+//!    `credHelpers` / `credsStore` names. A helper runs **only** because one of these
+//!    files names it, never because a pull secret or an environment variable does (pull
+//!    secrets cannot express one; their `credHelpers` / `credsStore` fields are ignored).
+//!    Identity tokens here are OAuth2 refresh tokens ([`SecretKind::RefreshToken`]).
 //!
 //! [`Keychain`] concatenates the two, as the kubelet's `UnionDockerKeyring` does; an empty
 //! result means "pull anonymously". Secret values live in [`Secret`], which prints
 //! `(redacted)`; [`Credential::fingerprint`] is the only derived value safe to log.
 
-mod docker_cli;
+mod auth_file;
 pub mod docker_config;
 mod helper;
 pub mod keyring;
 mod pull_secrets;
 pub mod secret;
+mod user_auth;
 
 use std::fmt;
 use std::io;
@@ -29,11 +35,17 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-pub use docker_cli::DockerCliConfig;
+pub use auth_file::AuthFile;
 pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerConfigError};
 pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
 pub use pull_secrets::load_pull_secrets;
 pub use secret::Secret;
+pub use user_auth::{AuthEnv, UserAuth};
+
+/// The name `cli::plan` loads the user's auth sources by; it is [`UserAuth`], which has
+/// read more than the docker config since `DOCKER_AUTH_CONFIG` and the containers auth
+/// files were added.
+pub type DockerCliConfig = UserAuth;
 
 /// One username/password pair to try, and where it came from.
 ///
@@ -115,19 +127,19 @@ impl fmt::Display for CredentialSource {
 }
 
 /// The ordered list of credentials the kubelet would try for an image: pull secrets first
-/// (one kubelet keyring, [`Keyring::lookup`] order), then the docker config (the
+/// (one kubelet keyring, [`Keyring::lookup`] order), then the user's auth sources (the
 /// node-keyring stand-in). An empty list means anonymous.
 ///
 /// Duplicates are kept: the kubelet tries every entry, and so does pullcheck.
 #[derive(Debug, Default)]
 pub struct Keychain {
     pull_secrets: Keyring,
-    docker: Option<DockerCliConfig>,
+    docker: Option<UserAuth>,
 }
 
 impl Keychain {
-    /// A keychain over the loaded pull secrets and, optionally, the user's docker config.
-    pub fn new(pull_secrets: Keyring, docker: Option<DockerCliConfig>) -> Keychain {
+    /// A keychain over the loaded pull secrets and, optionally, the user's auth sources.
+    pub fn new(pull_secrets: Keyring, docker: Option<UserAuth>) -> Keychain {
         Keychain {
             pull_secrets,
             docker,
@@ -143,12 +155,12 @@ impl Keychain {
     ///
     /// `repo_to_pull` is the kubelet's fully-qualified repository without tag or digest,
     /// e.g. `docker.io/library/busybox`; `registry_host` is its domain, e.g. `docker.io`.
-    /// Runs the docker config's credential helper if one applies (at most one process,
-    /// 5 s timeout); a helper failure is logged as a warning and contributes nothing.
+    /// Runs a credential helper that a user auth file names for the registry (5 s timeout
+    /// each); a helper failure is logged as a warning and contributes nothing.
     pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
         let mut out = self.pull_secrets.lookup(repo_to_pull);
         if let Some(docker) = &self.docker {
-            out.extend(docker.lookup(registry_host).await);
+            out.extend(docker.lookup(repo_to_pull, registry_host).await);
         }
         out
     }
@@ -166,7 +178,7 @@ impl Keychain {
             .collect();
         if let Some(docker) = &self.docker {
             let host = repo_to_pull.split('/').next().unwrap_or_default();
-            out.extend(docker.lookup_keys(host));
+            out.extend(docker.lookup_keys(repo_to_pull, host));
         }
         out
     }
@@ -176,8 +188,8 @@ impl Keychain {
         &self.pull_secrets
     }
 
-    /// The docker config, if one was loaded.
-    pub fn docker_config(&self) -> Option<&DockerCliConfig> {
+    /// The user's auth sources, if any was loaded.
+    pub fn docker_config(&self) -> Option<&UserAuth> {
         self.docker.as_ref()
     }
 }
@@ -228,6 +240,16 @@ pub enum CredentialsError {
         origin: String,
         /// What is wrong.
         problem: String,
+    },
+    /// `DOCKER_AUTH_CONFIG` or a containers auth file does not decode.
+    #[error("{origin}: {error}; {fix}")]
+    AuthSource {
+        /// e.g. `environment DOCKER_AUTH_CONFIG`, `auth file /x/auth.json ($REGISTRY_AUTH_FILE)`.
+        origin: String,
+        /// What is wrong (names the registry key when there is one).
+        error: DockerConfigError,
+        /// How to fix it, for this kind of source.
+        fix: &'static str,
     },
     /// The user's docker config does not decode.
     #[error("{origin}: {error}; fix the file or run docker login again")]
