@@ -194,3 +194,206 @@ fn a_pull_secrets_identity_token_is_ignored_as_the_kubelet_ignores_it() {
         "{log:?}"
     );
 }
+
+/// `{"auths":{host:{"auth":base64(user:pass)}}}` with the suite's password rules.
+fn auths_json(host: &str, user: &str, pass: &str) -> String {
+    let dir = temp_dir();
+    let path = support::pull_secret(dir.path(), "a.json", &[(host, user, pass)]);
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn write_file(path: &Path, body: &str) -> String {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn each_user_auth_source_is_read_and_named() {
+    let f = fixture();
+    let image = f.images.oci_manifest.reference(&f.basic);
+    let good = auths_json(&f.basic.host, support::ALICE.0, support::ALICE.1);
+    let dir = temp_dir();
+    let d = dir.path().to_str().unwrap().to_owned();
+    let named = write_file(&dir.path().join("named.json"), &good);
+    write_file(&dir.path().join("run/containers/auth.json"), &good);
+    write_file(&dir.path().join("cfg/containers/auth.json"), &good);
+    write_file(&dir.path().join("home/.config/containers/auth.json"), &good);
+    let (run_dir, cfg_dir, home) = (format!("{d}/run"), format!("{d}/cfg"), format!("{d}/home"));
+    let cases: Vec<(Vec<(&str, &str)>, String)> = vec![
+        (
+            vec![("DOCKER_AUTH_CONFIG", good.as_str())],
+            "environment DOCKER_AUTH_CONFIG".to_owned(),
+        ),
+        (
+            vec![("REGISTRY_AUTH_FILE", named.as_str())],
+            format!("auth file {named} ($REGISTRY_AUTH_FILE)"),
+        ),
+        (
+            vec![("XDG_RUNTIME_DIR", run_dir.as_str())],
+            format!(
+                "auth file {run_dir}/containers/auth.json ($XDG_RUNTIME_DIR/containers/auth.json)"
+            ),
+        ),
+        (
+            vec![("XDG_CONFIG_HOME", cfg_dir.as_str())],
+            format!(
+                "auth file {cfg_dir}/containers/auth.json ($XDG_CONFIG_HOME/containers/auth.json)"
+            ),
+        ),
+        (
+            vec![("HOME", home.as_str())],
+            format!(
+                "auth file {home}/.config/containers/auth.json (~/.config/containers/auth.json)"
+            ),
+        ),
+    ];
+    for (env, origin) in cases {
+        let r = check_env(&[&image], &env);
+        r.assert_code(0);
+        assert_eq!(
+            r.image(0)["credential"],
+            format!("{origin} key {}", f.basic.host),
+            "{env:?}"
+        );
+        // explain names the same file, without running anything.
+        let e = run(&["explain", "--output", "json", &image], &env);
+        e.assert_code(0);
+        assert_eq!(
+            e.json()["credentials"],
+            serde_json::json!([format!("{origin} key {}", f.basic.host)]),
+            "{env:?}"
+        );
+        // --no-docker-config (the init container's mode) turns every one of them off.
+        let off = check_env(&["--no-docker-config", &image], &env);
+        off.assert_code(14);
+    }
+}
+
+#[test]
+fn the_first_source_with_a_credential_for_the_registry_wins() {
+    let f = fixture();
+    let image = f.images.oci_manifest.reference(&f.basic);
+    let good = auths_json(&f.basic.host, support::ALICE.0, support::ALICE.1);
+    let wrong = auths_json(&f.basic.host, "alice", "wrong-password");
+    let elsewhere = auths_json("other.example", "alice", "x");
+    let dir = temp_dir();
+    let cfg = docker_config(&dir.path().join("docker"), &good);
+    let wrong_file = write_file(&dir.path().join("wrong.json"), &wrong);
+    let cfg_path = format!("{cfg}/config.json");
+
+    // DOCKER_AUTH_CONFIG before the docker config: its wrong password is the one tried.
+    let r = check_env(
+        &["--docker-config", &cfg, &image],
+        &[("DOCKER_AUTH_CONFIG", wrong.as_str())],
+    );
+    r.assert_code(13);
+    assert_eq!(
+        r.image(0)["credential"],
+        format!("environment DOCKER_AUTH_CONFIG key {}", f.basic.host)
+    );
+    // One with nothing for this registry does not hide the next.
+    let r = check_env(
+        &["--docker-config", &cfg, &image],
+        &[("DOCKER_AUTH_CONFIG", elsewhere.as_str())],
+    );
+    r.assert_code(0);
+    assert_eq!(
+        r.image(0)["credential"],
+        format!("docker config {cfg_path} key {}", f.basic.host)
+    );
+    // The docker config before the containers files.
+    let r = check_env(
+        &["--docker-config", &cfg, &image],
+        &[("REGISTRY_AUTH_FILE", wrong_file.as_str())],
+    );
+    r.assert_code(0);
+    assert_eq!(
+        r.image(0)["credential"],
+        format!("docker config {cfg_path} key {}", f.basic.host)
+    );
+    // REGISTRY_AUTH_FILE replaces $XDG_RUNTIME_DIR/containers/auth.json.
+    write_file(&dir.path().join("run/containers/auth.json"), &good);
+    let run_dir = format!("{}/run", dir.path().display());
+    let r = check_env(
+        &[&image],
+        &[
+            ("REGISTRY_AUTH_FILE", wrong_file.as_str()),
+            ("XDG_RUNTIME_DIR", run_dir.as_str()),
+        ],
+    );
+    r.assert_code(13);
+    let r = check_env(&[&image], &[("XDG_RUNTIME_DIR", run_dir.as_str())]);
+    r.assert_code(0);
+}
+
+#[test]
+fn a_malformed_auth_source_is_a_usage_error_naming_it() {
+    let r = check_env(
+        &["r.example.com/x:1"],
+        &[(
+            "DOCKER_AUTH_CONFIG",
+            r#"{"auths":{"r.example.com":{"auth":"bm90LWJhc2U2NCE"}}}"#,
+        )],
+    );
+    r.assert_code(2);
+    let line = r.stderr.trim_end();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.starts_with("pullcheck: environment DOCKER_AUTH_CONFIG: key \"r.example.com\": ")
+            && line.ends_with("; set it to a docker config.json document"),
+        "{line}"
+    );
+}
+
+#[test]
+fn secrets_from_the_user_sources_never_appear_in_any_output() {
+    let f = fixture();
+    let sentinel = "S3ntinel-UserAuth-9c1e";
+    let env_json = auths_json(&f.basic.host, "alice", sentinel);
+    let dir = temp_dir();
+    let file = write_file(
+        &dir.path().join("auth.json"),
+        &auths_json(&f.token.host, "alice", sentinel),
+    );
+    let cfg = docker_config(
+        &dir.path().join("docker"),
+        &format!(
+            r#"{{"auths":{{"{}":{{"identitytoken":"{sentinel}"}}}}}}"#,
+            f.anon.host
+        ),
+    );
+    let encoded = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(format!("alice:{sentinel}"))
+    };
+    for v in ["-v", "-vv"] {
+        let r = run(
+            &[
+                "check",
+                v,
+                "--output",
+                "json",
+                "--ca-file",
+                &fixture().ca_file.to_string_lossy(),
+                "--docker-config",
+                &cfg,
+                &f.images.oci_manifest.reference(&f.basic),
+                &f.images.private.reference(&f.token),
+            ],
+            &[
+                ("RUST_LOG", "trace"),
+                ("DOCKER_AUTH_CONFIG", env_json.as_str()),
+                ("REGISTRY_AUTH_FILE", file.as_str()),
+            ],
+        );
+        r.assert_code(13);
+        for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            assert!(!text.contains(sentinel), "{what} leaks the secret at {v}");
+            assert!(
+                !text.contains(&encoded),
+                "{what} leaks the encoded secret at {v}"
+            );
+        }
+    }
+}
