@@ -71,8 +71,8 @@ pub enum SecretKind {
     Password,
     /// An OAuth2 refresh token, which docker calls an *identity token* (`identitytoken` in
     /// a docker config's `auths`, or a credential helper's `<token>` username). It is
-    /// exchanged at the realm with a POST (`grant_type=refresh_token`, see
-    /// `crate::registry::token::fetch`); the username is empty.
+    /// exchanged at the realm with a POST (`grant_type=refresh_token`, built by the
+    /// registry module's token fetch); the username is empty.
     RefreshToken,
 }
 
