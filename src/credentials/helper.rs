@@ -1,8 +1,8 @@
 //! Runs a docker credential helper (`docker-credential-<name> get`) the way the docker
 //! CLI's client does.
 //!
-//! Protocol (docker-credential-helpers `client/client.go`, `credentials/error.go`; facts
-//! §2.9): the server URL goes to stdin with no newline; success is exit 0 with
+//! Protocol (docker-credential-helpers `client/client.go`, `credentials/error.go`): the
+//! server URL goes to stdin with no newline; success is exit 0 with
 //! `{"ServerURL":…,"Username":…,"Secret":…}` on stdout; a non-zero exit whose trimmed
 //! stdout is `credentials not found in native keychain` means "no credentials".
 //!

@@ -5,12 +5,12 @@
 //! `Lookup`, `isDefaultRegistryMatch`, `ParseSchemelessURL`, `SplitURL`, `URLsMatch`,
 //! `URLsMatchStr`, `UnionDockerKeyring`), plus the Go standard library pieces it relies on
 //! (`net/url.Parse`, `net.SplitHostPort`, `path/filepath.Match`), reproduced here only as
-//! far as registry keys and image names exercise them. Facts §2.3–2.5.
+//! far as registry keys and image names exercise them.
 
 use std::collections::HashMap;
 
 use super::docker_config::DockerConfig;
-use super::{Credential, CredentialSource};
+use super::{Credential, CredentialSource, SecretKind};
 
 /// The keyring key that serves Docker Hub images when nothing else matched
 /// (`https://index.docker.io/v1/` indexes to it).
@@ -77,6 +77,9 @@ impl Keyring {
                 .push(Credential {
                     username: entry.username.clone(),
                     password: entry.password.clone(),
+                    // A pull secret has no identity token: the kubelet's `DockerConfigEntry`
+                    // (`pkg/credentialprovider/config.go`) does not decode one.
+                    kind: SecretKind::Password,
                     source: CredentialSource {
                         origin: origin.to_owned(),
                         key: key.to_owned(),

@@ -5,23 +5,29 @@
 //! `makeLookupPullCredentialsFunc`, `pkg/credentialprovider/keyring.go`):
 //! 1. **Pull secrets** ([`load_pull_secrets`]): every secret merged into one kubelet
 //!    keyring ([`Keyring`], a port of `BasicDockerKeyring` from kubernetes
-//!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`.
-//! 2. **The user's docker config** ([`DockerCliConfig`]), standing in for the node's
-//!    keyring: `auths` with the docker CLI's host-only matching, or the credential helper
-//!    that `credHelpers` / `credsStore` names. A helper runs **only** because this file names
-//!    it, never because a pull secret does (pull secrets cannot express one; their
-//!    `credHelpers` / `credsStore` fields are ignored).
+//!    `pkg/credentialprovider/keyring.go`), decoded per `config.go` and `secrets.go`. An
+//!    `identitytoken` in a pull secret is ignored, as the kubelet's `DockerConfigEntry`
+//!    has no such field.
+//! 2. **The user's auth sources** ([`UserAuth`]), standing in for the node's keyring:
+//!    `DOCKER_AUTH_CONFIG`, the docker config, then the containers auth files, first
+//!    source with a credential wins (order and reasons in `user_auth.rs`). Each is read
+//!    by [`AuthFile`] with its tool's rules: `auths`, or the credential helper that
+//!    `credHelpers` / `credsStore` names. A helper runs **only** because one of these
+//!    files names it, never because a pull secret or an environment variable does (pull
+//!    secrets cannot express one; their `credHelpers` / `credsStore` fields are ignored).
+//!    Identity tokens here are OAuth2 refresh tokens ([`SecretKind::RefreshToken`]).
 //!
 //! [`Keychain`] concatenates the two, as the kubelet's `UnionDockerKeyring` does; an empty
 //! result means "pull anonymously". Secret values live in [`Secret`], which prints
 //! `(redacted)`; [`Credential::fingerprint`] is the only derived value safe to log.
 
-mod docker_cli;
+mod auth_file;
 pub mod docker_config;
 mod helper;
 pub mod keyring;
 mod pull_secrets;
 pub mod secret;
+mod user_auth;
 
 use std::fmt;
 use std::io;
@@ -29,11 +35,17 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-pub use docker_cli::DockerCliConfig;
+pub use auth_file::AuthFile;
 pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerConfigError};
 pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
 pub use pull_secrets::load_pull_secrets;
 pub use secret::Secret;
+pub use user_auth::{AuthEnv, UserAuth};
+
+/// The name `cli::plan` loads the user's auth sources by; it is [`UserAuth`], which has
+/// read more than the docker config since `DOCKER_AUTH_CONFIG` and the containers auth
+/// files were added.
+pub type DockerCliConfig = UserAuth;
 
 /// One username/password pair to try, and where it came from.
 ///
@@ -44,8 +56,24 @@ pub struct Credential {
     pub username: String,
     /// The password or token; may contain `:`.
     pub password: Secret,
+    /// Whether `password` is a password or an OAuth2 refresh token.
+    pub kind: SecretKind,
     /// Which file and key supplied it.
     pub source: CredentialSource,
+}
+
+/// What a credential's secret is: it decides how a bearer token is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SecretKind {
+    /// Sent as HTTP Basic (`username:password`) to a Basic registry or to the token realm
+    /// (GET).
+    #[default]
+    Password,
+    /// An OAuth2 refresh token, which docker calls an *identity token* (`identitytoken` in
+    /// a docker config's `auths`, or a credential helper's `<token>` username). It is
+    /// exchanged at the realm with a POST (`grant_type=refresh_token`, built by the
+    /// registry module's token fetch); the username is empty.
+    RefreshToken,
 }
 
 impl Credential {
@@ -56,6 +84,11 @@ impl Credential {
         h.update(self.username.as_bytes());
         h.update([0u8]);
         h.update(self.password.expose().as_bytes());
+        // A refresh token and a password with the same text get different tokens from the
+        // realm, so they must not share a cache entry. Passwords hash as before.
+        if self.kind == SecretKind::RefreshToken {
+            h.update(b"\0refresh_token");
+        }
         let digest = h.finalize();
         let mut hex = String::with_capacity(16);
         for b in &digest[..8] {
@@ -94,19 +127,19 @@ impl fmt::Display for CredentialSource {
 }
 
 /// The ordered list of credentials the kubelet would try for an image: pull secrets first
-/// (one kubelet keyring, [`Keyring::lookup`] order), then the docker config (the
+/// (one kubelet keyring, [`Keyring::lookup`] order), then the user's auth sources (the
 /// node-keyring stand-in). An empty list means anonymous.
 ///
 /// Duplicates are kept: the kubelet tries every entry, and so does pullcheck.
 #[derive(Debug, Default)]
 pub struct Keychain {
     pull_secrets: Keyring,
-    docker: Option<DockerCliConfig>,
+    docker: Option<UserAuth>,
 }
 
 impl Keychain {
-    /// A keychain over the loaded pull secrets and, optionally, the user's docker config.
-    pub fn new(pull_secrets: Keyring, docker: Option<DockerCliConfig>) -> Keychain {
+    /// A keychain over the loaded pull secrets and, optionally, the user's auth sources.
+    pub fn new(pull_secrets: Keyring, docker: Option<UserAuth>) -> Keychain {
         Keychain {
             pull_secrets,
             docker,
@@ -122,12 +155,12 @@ impl Keychain {
     ///
     /// `repo_to_pull` is the kubelet's fully-qualified repository without tag or digest,
     /// e.g. `docker.io/library/busybox`; `registry_host` is its domain, e.g. `docker.io`.
-    /// Runs the docker config's credential helper if one applies (at most one process,
-    /// 5 s timeout); a helper failure is logged as a warning and contributes nothing.
+    /// Runs a credential helper that a user auth file names for the registry (5 s timeout
+    /// each); a helper failure is logged as a warning and contributes nothing.
     pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
         let mut out = self.pull_secrets.lookup(repo_to_pull);
         if let Some(docker) = &self.docker {
-            out.extend(docker.lookup(registry_host).await);
+            out.extend(docker.lookup(repo_to_pull, registry_host).await);
         }
         out
     }
@@ -145,7 +178,7 @@ impl Keychain {
             .collect();
         if let Some(docker) = &self.docker {
             let host = repo_to_pull.split('/').next().unwrap_or_default();
-            out.extend(docker.lookup_keys(host));
+            out.extend(docker.lookup_keys(repo_to_pull, host));
         }
         out
     }
@@ -155,8 +188,8 @@ impl Keychain {
         &self.pull_secrets
     }
 
-    /// The docker config, if one was loaded.
-    pub fn docker_config(&self) -> Option<&DockerCliConfig> {
+    /// The user's auth sources, if any was loaded.
+    pub fn docker_config(&self) -> Option<&UserAuth> {
         self.docker.as_ref()
     }
 }
@@ -208,6 +241,16 @@ pub enum CredentialsError {
         /// What is wrong.
         problem: String,
     },
+    /// `DOCKER_AUTH_CONFIG` or a containers auth file does not decode.
+    #[error("{origin}: {error}; {fix}")]
+    AuthSource {
+        /// e.g. `environment DOCKER_AUTH_CONFIG`, `auth file /x/auth.json ($REGISTRY_AUTH_FILE)`.
+        origin: String,
+        /// What is wrong (names the registry key when there is one).
+        error: DockerConfigError,
+        /// How to fix it, for this kind of source.
+        fix: &'static str,
+    },
     /// The user's docker config does not decode.
     #[error("{origin}: {error}; fix the file or run docker login again")]
     DockerConfig {
@@ -226,6 +269,7 @@ mod tests {
         Credential {
             username: user.into(),
             password: Secret::new(pass),
+            kind: SecretKind::Password,
             source: CredentialSource {
                 origin: "pull secret /s/.dockerconfigjson".into(),
                 key: "ghcr.io".into(),
@@ -257,6 +301,12 @@ mod tests {
         assert_eq!(cred("", "").fingerprint(), "6e340b9cffb37a98");
         assert!(cred("", "").is_anonymous());
         assert!(!cred("", "x").is_anonymous());
+        let refresh = Credential {
+            kind: SecretKind::RefreshToken,
+            ..cred("", "x")
+        };
+        assert_ne!(refresh.fingerprint(), cred("", "x").fingerprint());
+        assert!(!refresh.is_anonymous());
     }
 
     #[test]

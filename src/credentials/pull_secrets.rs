@@ -3,7 +3,7 @@
 //! Source: kubernetes `pkg/credentialprovider/secrets/secrets.go` (`MakeDockerKeyring`):
 //! every usable secret goes into **one** `BasicDockerKeyring`, in secret order; a secret is
 //! usable when its `.dockerconfigjson` (`{"auths":…}`) or `.dockercfg` (bare map) data is
-//! non-empty; **a JSON or `auth` error in any secret fails the whole pull**. Facts §2.1.
+//! non-empty; **a JSON or `auth` error in any secret fails the whole pull**.
 //!
 //! Each PATH is one of:
 //! - a file named `.dockerconfigjson` or `.dockercfg` (decoded as that shape);

@@ -57,7 +57,7 @@ impl Response {
 /// One request to send.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// HEAD or GET.
+    /// HEAD or GET (POST for the OAuth2 token form, [`Http::send_form`]).
     pub method: Method,
     /// Full URL.
     pub url: Url,
@@ -116,10 +116,32 @@ impl Http {
     /// [`limits::MAX_REDIRECTS`] requests make one chain, as Go's client (containerd's)
     /// stops after ten. `Authorization` is dropped on a hop to another host or port.
     pub async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
+        self.send_with_body(req, None, deadline).await
+    }
+
+    /// [`Http::send`] with an `application/x-www-form-urlencoded` body (the OAuth2 token
+    /// POST). The body goes with every hop that is still a POST (a 307/308 redirect) and is
+    /// dropped when a 303 turns the request into a GET.
+    pub async fn send_form(
+        &self,
+        req: &Request,
+        form: &str,
+        deadline: Instant,
+    ) -> Result<Response, RegistryError> {
+        self.send_with_body(req, Some(form), deadline).await
+    }
+
+    async fn send_with_body(
+        &self,
+        req: &Request,
+        form: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Response, RegistryError> {
         let chain = async {
             let mut hop = req.clone();
             for _ in 0..limits::MAX_REDIRECTS {
-                let resp = self.send_hop(&hop).await?;
+                let body = form.filter(|_| hop.method == Method::POST);
+                let resp = self.hop(&hop, body).await?;
                 match next_hop(&hop, &resp) {
                     Some(next) => hop = next.map_err(|f| transport(&hop, f))?,
                     None => return Ok(resp),
@@ -153,6 +175,10 @@ impl Http {
 
     /// One request of a chain, redirects not followed.
     pub async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
+        self.hop(req, None).await
+    }
+
+    async fn hop(&self, req: &Request, form: Option<&str>) -> Result<Response, RegistryError> {
         let method = req.method.to_string();
         let shown = redact_url(&req.url);
         let fail = |failure: Failure| RegistryError::Transport {
@@ -173,6 +199,14 @@ impl Http {
             .headers(req.headers.clone());
         if let Some(a) = &req.authorization {
             builder = builder.header(header::AUTHORIZATION, a.clone());
+        }
+        if let Some(form) = form {
+            builder = builder
+                .header(
+                    header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded; charset=utf-8",
+                )
+                .body(form.to_owned());
         }
         self.sent.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(method = %req.method, url = %shown, "request");

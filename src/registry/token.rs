@@ -1,6 +1,7 @@
-//! Bearer tokens (Docker token auth, distribution `docs/spec/auth/token.md`): fetched with a
-//! GET to the validated realm, cached per (endpoint, scope, credential), and shared by
-//! concurrent checks: identical in-flight fetches are coalesced.
+//! Bearer tokens (Docker token auth, distribution `docs/spec/auth/token.md`): fetched from
+//! the validated realm — a GET with Basic auth, or for a refresh token the OAuth2 POST —,
+//! cached per (endpoint, scope, credential), and shared by concurrent checks: identical
+//! in-flight fetches are coalesced.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,7 @@ use super::http::{Http, Request};
 use super::limits;
 use super::retry::with_retries;
 use super::tls::TlsProfile;
-use crate::credentials::{Credential, Secret};
+use crate::credentials::{Credential, Secret, SecretKind};
 
 /// A bearer token and when to stop using it.
 #[derive(Debug, Clone)]
@@ -156,8 +157,39 @@ pub struct TokenRequest<'a> {
     pub from: AddrClass,
 }
 
-/// Fetch a token from the realm in the challenge for the scope. Errors: token endpoint
-/// statuses (401/403 → credentials refused), transport failures, an undecodable body.
+/// The OAuth2 `client_id` pullcheck names itself with (containerd sends `containerd-client`,
+/// the docker CLI `docker`); registries accept any value.
+pub const OAUTH_CLIENT_ID: &str = "pullcheck";
+
+/// The body of the OAuth2 refresh-token POST, following containerd
+/// `core/remotes/docker/auth/fetch.go` `FetchTokenWithOAuth`: `grant_type=refresh_token`,
+/// the token, `service` (sent even when the challenge has none, as an empty value),
+/// `client_id`, and the scopes joined by spaces into one `scope` field, left out when there
+/// are none. The credential goes in the form, never in an `Authorization` header.
+fn refresh_form(refresh_token: &Secret, service: &str, scope: &str) -> String {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    let scopes: Vec<&str> = scope.split(' ').filter(|s| !s.is_empty()).collect();
+    if !scopes.is_empty() {
+        form.append_pair("scope", &scopes.join(" "));
+    }
+    form.append_pair("service", service)
+        .append_pair("client_id", OAUTH_CLIENT_ID)
+        .append_pair("grant_type", "refresh_token")
+        .append_pair("refresh_token", refresh_token.expose());
+    form.finish()
+}
+
+/// Fetch a token from the realm in the challenge for the scope.
+///
+/// A [`SecretKind::RefreshToken`] credential is exchanged with a POST of
+/// [`refresh_form`], and the answer must carry `access_token` (`FetchTokenWithOAuth`
+/// accepts nothing else); there is no fallback to a GET, which would send the refresh token
+/// as a Basic password. Anything else is a GET with `service` and `scope` query parameters
+/// and the credential, if any, as Basic auth; the answer's `token` or `access_token` is
+/// used. Both are bounded by `deadline` and retried as [`with_retries`] allows.
+///
+/// Errors: token endpoint statuses (401/403 → credentials refused), transport failures, an
+/// undecodable body.
 pub async fn fetch(
     http: &Http,
     t: &TokenRequest<'_>,
@@ -171,29 +203,49 @@ pub async fn fetch(
         tls,
         from,
     } = *t;
-    let mut url = realm.clone();
-    {
-        let mut q = url.query_pairs_mut();
-        if let Some(service) = challenge.service().filter(|s| !s.is_empty()) {
-            q.append_pair("service", service);
-        }
-        for s in scope.split(' ').filter(|s| !s.is_empty()) {
-            q.append_pair("scope", s);
-        }
-    }
     let credential = credential.filter(|c| !c.is_anonymous());
+    let service = challenge.service().filter(|s| !s.is_empty());
+    let refresh = credential.filter(|c| c.kind == SecretKind::RefreshToken);
+    let (method, url, authorization, form) = match refresh {
+        Some(c) => (
+            Method::POST,
+            realm.clone(),
+            None,
+            Some(refresh_form(
+                &c.password,
+                service.unwrap_or_default(),
+                scope,
+            )),
+        ),
+        None => {
+            let mut url = realm.clone();
+            {
+                let mut q = url.query_pairs_mut();
+                if let Some(service) = service {
+                    q.append_pair("service", service);
+                }
+                for s in scope.split(' ').filter(|s| !s.is_empty()) {
+                    q.append_pair("scope", s);
+                }
+            }
+            (Method::GET, url, credential.map(basic_header), None)
+        }
+    };
     let req = Request {
-        method: Method::GET,
+        method,
         url,
         headers: HeaderMap::new(),
-        authorization: credential.map(basic_header),
+        authorization,
         tls: tls.clone(),
         destination: Destination::Referral { from },
         body_limit: limits::MAX_TOKEN_BYTES,
         truncate_body: false,
     };
     let resp = with_retries(deadline, || async {
-        let resp = http.send(&req, deadline).await?;
+        let resp = match &form {
+            Some(form) => http.send_form(&req, form, deadline).await?,
+            None => http.send(&req, deadline).await?,
+        };
         if resp.status == 200 {
             Ok(resp)
         } else {
@@ -218,7 +270,9 @@ pub async fn fetch(
             url: super::error::redact_url(realm),
             message: format!("token response is not JSON with a token: {e}"),
         })?;
-    let value = if !parsed.token.is_empty() {
+    let value = if form.is_some() {
+        parsed.access_token
+    } else if !parsed.token.is_empty() {
         parsed.token
     } else {
         parsed.access_token
@@ -226,7 +280,11 @@ pub async fn fetch(
     if value.is_empty() {
         return Err(RegistryError::Protocol {
             url: super::error::redact_url(realm),
-            message: "token response has neither token nor access_token".into(),
+            message: if form.is_some() {
+                "OAuth2 token response has no access_token".into()
+            } else {
+                "token response has neither token nor access_token".into()
+            },
         });
     }
     let lifetime = parsed
@@ -280,6 +338,29 @@ mod tests {
             credential_sent: true,
             from_token_endpoint: true,
         }
+    }
+
+    #[test]
+    fn refresh_form_fields() {
+        let form = refresh_form(
+            &Secret::new("rt+/="),
+            "reg.example",
+            "repository:a:pull repository:b:pull",
+        );
+        let fields: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes())
+            .into_owned()
+            .collect();
+        let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("grant_type"), Some("refresh_token"));
+        assert_eq!(get("refresh_token"), Some("rt+/="));
+        assert_eq!(get("service"), Some("reg.example"));
+        assert_eq!(get("client_id"), Some("pullcheck"));
+        assert_eq!(get("scope"), Some("repository:a:pull repository:b:pull"));
+        let bare = refresh_form(&Secret::new("t"), "", "");
+        assert!(
+            bare.contains("service=&") && !bare.contains("scope"),
+            "{bare}"
+        );
     }
 
     #[tokio::test]

@@ -50,6 +50,11 @@ pub static ALICE: LazyLock<(&str, &str)> = LazyLock::new(|| ("alice", leak(secre
 /// `bob` / `bob-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
 pub static BOB: LazyLock<(&str, &str)> = LazyLock::new(|| ("bob", leak(secret("bob-pw"))));
 
+/// alice's OAuth2 refresh token (docker's "identity token") at the harness token server,
+/// `alice-refresh-token` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
+pub static ALICE_REFRESH_TOKEN: LazyLock<&str> =
+    LazyLock::new(|| leak(secret("alice-refresh-token")));
+
 /// `PULLCHECK_TEST_SENTINEL`, set by `scripts/secret-hygiene.sh`: a marker every password
 /// the suite creates then carries, so the script can assert it never shows up in any
 /// output. Unset (the normal suite): passwords are exactly as written.

@@ -23,10 +23,14 @@ pub fn bin() -> &'static str {
 }
 
 /// Variables the binary (or the HTTP and TLS stacks under it) would read from the
-/// developer's or CI's environment: a Docker config, a CA bundle, log filters, proxies,
-/// in-cluster API discovery. Tests that want one set it explicitly.
+/// developer's or CI's environment: a Docker config or containers auth file, a CA bundle,
+/// log filters, proxies, in-cluster API discovery. Tests that want one set it explicitly.
 const CLEARED: &[&str] = &[
     "DOCKER_CONFIG",
+    "DOCKER_AUTH_CONFIG",
+    "REGISTRY_AUTH_FILE",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
     "SSL_CERT_FILE",
     "RUST_LOG",
     "KUBERNETES_SERVICE_HOST",

@@ -5,6 +5,10 @@
 //! Policy: anonymous may pull everything except `private/*`; `alice` may pull
 //! everything; `bob` authenticates but gets nothing on `private/*`. A wrong
 //! password (or unknown user) gets 401 from the token server itself.
+//!
+//! Besides the GET with HTTP Basic, it answers the OAuth2 POST form (distribution
+//! `docs/spec/auth/oauth.md`) with `grant_type=password` or `grant_type=refresh_token`;
+//! the only refresh token it knows is alice's ([`super::ALICE_REFRESH_TOKEN`]).
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,6 +19,7 @@ use base64::Engine as _;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 
 pub const ISSUER: &str = "pullcheck-test-token-issuer";
+const ALICE_USER: &str = "alice";
 /// alice and bob with their passwords (`super::ALICE`, `super::BOB`).
 pub fn users() -> [(&'static str, &'static str); 2] {
     [*super::ALICE, *super::BOB]
@@ -35,6 +40,9 @@ pub struct TokenRequest {
     pub status: u16,
     /// The access granted in the token (`repository:<name>:pull` entries).
     pub granted: Vec<String>,
+    /// POST: every form field in order, with the values of `password` and
+    /// `refresh_token` replaced by `(redacted)`. Empty for a GET.
+    pub form: Vec<(String, String)>,
 }
 
 pub struct TokenServer {
@@ -196,7 +204,7 @@ impl TokenServer {
                 .filter(|s| !s.is_empty())
                 .collect();
             let creds = header("authorization").and_then(|v| decode_basic(&v));
-            self.answer("GET", service, scopes, creds, false)
+            self.answer(Asked::get(service, scopes), creds)
         } else if method == "POST" {
             let form: Vec<(String, String)> = url::form_urlencoded::parse(&body)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -209,16 +217,34 @@ impl TokenServer {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect();
+            let shown: Vec<(String, String)> = form
+                .iter()
+                .map(|(k, v)| match k.as_str() {
+                    "password" | "refresh_token" => (k.clone(), "(redacted)".to_string()),
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect();
             match field("grant_type").as_deref() {
                 Some("password") => {
                     let creds = Some((
                         field("username").unwrap_or_default(),
                         field("password").unwrap_or_default(),
                     ));
-                    self.answer("POST", service, scopes, creds, true)
+                    self.answer(Asked::post(service, scopes, shown), creds)
+                }
+                Some("refresh_token") => {
+                    // A known refresh token stands for its user; any other is refused
+                    // like a wrong password.
+                    let token = field("refresh_token").unwrap_or_default();
+                    let creds = if token == *super::ALICE_REFRESH_TOKEN {
+                        (ALICE_USER.to_string(), super::ALICE.1.to_string())
+                    } else {
+                        ("(unknown refresh token)".to_string(), String::new())
+                    };
+                    self.answer(Asked::post(service, scopes, shown), Some(creds))
                 }
                 _ => {
-                    self.record("POST", service, scopes, None, 400, vec![]);
+                    self.record(Asked::post(service, scopes, shown), None, 400, vec![]);
                     (
                         400,
                         vec![],
@@ -253,43 +279,35 @@ impl TokenServer {
         Ok(())
     }
 
-    fn record(
-        &self,
-        method: &str,
-        service: Option<String>,
-        scopes: Vec<String>,
-        user: Option<String>,
-        status: u16,
-        granted: Vec<String>,
-    ) {
+    fn record(&self, asked: Asked, user: Option<String>, status: u16, granted: Vec<String>) {
         self.log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(TokenRequest {
-                method: method.to_string(),
-                service,
-                scopes,
+                method: asked.method.to_string(),
+                service: asked.service,
+                scopes: asked.scopes,
                 user,
                 status,
                 granted,
+                form: asked.form,
             });
     }
 
     fn answer(
         &self,
-        method: &str,
-        service: Option<String>,
-        scopes: Vec<String>,
+        asked: Asked,
         creds: Option<(String, String)>,
-        post: bool,
     ) -> (u16, Vec<(String, String)>, String) {
+        let post = asked.method == "POST";
+        let (service, scopes) = (asked.service.clone(), asked.scopes.clone());
         let user = match &creds {
             None => None,
             Some((u, p)) => {
                 if users().iter().any(|(uu, pp)| uu == u && pp == p) {
                     Some(u.clone())
                 } else {
-                    self.record(method, service, scopes, Some(u.clone()), 401, vec![]);
+                    self.record(asked, Some(u.clone()), 401, vec![]);
                     return (
                         401,
                         vec![("WWW-Authenticate".into(), "Basic realm=\"pullcheck-token\"".into())],
@@ -357,8 +375,36 @@ impl TokenServer {
         } else {
             serde_json::json!({"token": jwt, "access_token": jwt, "expires_in": 300, "issued_at": issued_at})
         };
-        self.record(method, service, scopes, user, 200, granted);
+        self.record(asked, user, 200, granted);
         (200, vec![], body.to_string())
+    }
+}
+
+/// What a request asked for, before the server decides.
+struct Asked {
+    method: &'static str,
+    service: Option<String>,
+    scopes: Vec<String>,
+    form: Vec<(String, String)>,
+}
+
+impl Asked {
+    fn get(service: Option<String>, scopes: Vec<String>) -> Asked {
+        Asked {
+            method: "GET",
+            service,
+            scopes,
+            form: Vec::new(),
+        }
+    }
+
+    fn post(service: Option<String>, scopes: Vec<String>, form: Vec<(String, String)>) -> Asked {
+        Asked {
+            method: "POST",
+            service,
+            scopes,
+            form,
+        }
     }
 }
 
