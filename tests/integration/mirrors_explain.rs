@@ -335,7 +335,7 @@ fn credentials_sent(j: &serde_json::Value) -> Vec<bool> {
 
 #[test]
 fn explain_prints_the_platform_decision_check_makes() {
-    let j = explain(&["--no-docker-config", "nginx"]);
+    let j = explain(&["--no-docker-config", "--metered-get", "never", "nginx"]);
     assert_eq!(
         j["platform"],
         "not checked: docker.io counts every manifest GET as a pull; pass --verify-platform-on-metered to check"
@@ -364,6 +364,17 @@ fn explain_prints_the_platform_decision_check_makes() {
     ]);
     assert_eq!(j["platform"], host_platform);
     assert!(j.get("node_credentials").is_none(), "{j}");
+
+    // By default (--metered-get affordable) the same platform, fetched only if the quota
+    // the free HEAD states affords it.
+    let j = explain(&["--no-docker-config", "nginx"]);
+    assert_eq!(
+        j["platform"],
+        format!(
+            "{} if affordable: docker.io counts every manifest GET as a pull; after the free HEAD the index is fetched only when the registry states no limit or more than 10 pulls left",
+            host_platform.as_str().unwrap()
+        )
+    );
 }
 
 #[test]

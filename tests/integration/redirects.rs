@@ -97,6 +97,7 @@ fn token_request(reg: &Registry, user: Option<&str>, repo: &str) -> TokenRequest
         user: user.map(str::to_string),
         status: 200,
         granted: vec![format!("repository:{repo}:pull")],
+        form: vec![],
     }
 }
 
