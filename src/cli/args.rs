@@ -187,7 +187,9 @@ the kubelet's node keyring; helpers run with a 5 s deadline."
     #[arg(
         long = "no-docker-config",
         help_heading = "Credentials",
-        long_help = "Ignore $DOCKER_CONFIG and ~/.docker/config.json; only pull secrets are used."
+        long_help = "Ignore every user credential file: DOCKER_AUTH_CONFIG, $DOCKER_CONFIG or \
+~/.docker/config.json, REGISTRY_AUTH_FILE and the containers auth.json files; only pull \
+secrets are used (the init container's mode)."
     )]
     pub no_docker_config: bool,
 

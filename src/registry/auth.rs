@@ -14,7 +14,7 @@ use super::hosts::Endpoint;
 use super::http::{Http, Response};
 use super::tls::TlsProfile;
 use super::token::{self, TokenCache, TokenKey};
-use crate::credentials::Credential;
+use crate::credentials::{Credential, SecretKind};
 
 /// How a host wants to be authenticated.
 #[derive(Debug, Clone)]
@@ -101,7 +101,11 @@ pub async fn authorization(
     let credential = credential.filter(|c| !c.is_anonymous());
     match auth {
         Auth::None => Ok(None),
-        Auth::Basic => Ok(credential.map(token::basic_header)),
+        // A refresh token is no password: containerd sends no Basic header without a
+        // username (`core/remotes/docker/authorizer.go`), and neither does pullcheck.
+        Auth::Basic => Ok(credential
+            .filter(|c| c.kind != SecretKind::RefreshToken)
+            .map(token::basic_header)),
         Auth::Bearer(ch, from) => {
             let realm_text = ch.realm().unwrap_or_default().to_string();
             let realm = Url::parse(&realm_text).map_err(|_| RegistryError::Protocol {
