@@ -5,14 +5,13 @@
 //! generated from or checked against it.
 
 use std::fmt;
-use std::process::ExitCode;
 
 /// What pullcheck concluded about one image, in the kubelet's terms.
 ///
 /// Serialized as a snake_case string in JSON output; renaming a variant is a schema change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The kubelet could pull the image on this node (exit 0).
     Pullable,
     /// The reference does not parse the way the kubelet parses it (exit 10).
@@ -33,17 +32,17 @@ pub enum Verdict {
 /// Process exit codes other than verdicts.
 pub mod code {
     /// Every image is pullable.
-    pub const OK: u8 = 0;
+    pub(crate) const OK: u8 = 0;
     /// A bug or an unexpected local failure.
-    pub const INTERNAL: u8 = 1;
+    pub(crate) const INTERNAL: u8 = 1;
     /// Bad flags or unreadable input (files, pull secrets, hosts dir).
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// `lint --strict` found gaps.
     pub const LINT_FINDINGS: u8 = 30;
 }
 
 /// One row of the exit-code table: code, verdict name (or role), meaning.
-pub struct ExitCodeRow {
+pub(crate) struct ExitCodeRow {
     /// The process exit status.
     pub code: u8,
     /// The JSON verdict string, or a role for non-verdict codes.
@@ -53,7 +52,7 @@ pub struct ExitCodeRow {
 }
 
 /// The documented exit-code table, in code order.
-pub const EXIT_CODES: &[ExitCodeRow] = &[
+pub(crate) const EXIT_CODES: &[ExitCodeRow] = &[
     ExitCodeRow {
         code: 0,
         name: "pullable",
@@ -108,7 +107,7 @@ pub const EXIT_CODES: &[ExitCodeRow] = &[
 
 impl Verdict {
     /// Every verdict, in exit-code order.
-    pub const ALL: [Verdict; 7] = [
+    pub(crate) const ALL: [Verdict; 7] = [
         Verdict::Pullable,
         Verdict::InvalidReference,
         Verdict::NotFound,
@@ -119,7 +118,7 @@ impl Verdict {
     ];
 
     /// The process exit code for this verdict alone.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Verdict::Pullable => 0,
             Verdict::InvalidReference => 10,
@@ -132,7 +131,7 @@ impl Verdict {
     }
 
     /// The JSON name (`not_found`, …).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Pullable => "pullable",
             Verdict::InvalidReference => "invalid_reference",
@@ -145,7 +144,7 @@ impl Verdict {
     }
 
     /// True for the codes a podFailurePolicy should send to `FailJob` (10–14).
-    pub fn is_permanent(self) -> bool {
+    pub(crate) fn is_permanent(self) -> bool {
         matches!(
             self,
             Verdict::InvalidReference
@@ -172,7 +171,7 @@ impl Verdict {
     }
 
     /// Of two attempts for the same image, the one to report.
-    pub fn more_informative(self, other: Verdict) -> Verdict {
+    pub(crate) fn more_informative(self, other: Verdict) -> Verdict {
         if other.informativeness() > self.informativeness() {
             other
         } else {
@@ -189,7 +188,7 @@ impl fmt::Display for Verdict {
 
 /// The exit code for a run over several images: the lowest permanent code among them
 /// (10–14), else 20 if any was transient, else 0.
-pub fn combined_exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> u8 {
+pub(crate) fn combined_exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> u8 {
     let mut lowest_permanent: Option<u8> = None;
     let mut transient = false;
     for v in verdicts {
@@ -205,11 +204,6 @@ pub fn combined_exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> u8 {
         (None, true) => Verdict::Transient.exit_code(),
         (None, false) => code::OK,
     }
-}
-
-/// Convert a code from this table into a process [`ExitCode`].
-pub fn exit(code: u8) -> ExitCode {
-    ExitCode::from(code)
 }
 
 /// The exit-code table as Markdown (README) or plain text (`--help`).

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use pullcheck::credentials::docker_config::decode_auth_field;
-use pullcheck::credentials::{DockerCliConfig, DockerConfig, Keyring, load_pull_secrets};
+use pullcheck::credentials::{AuthFile, DockerConfig, Keyring, load_pull_secrets};
 
 const IMAGES: &[&str] = &[
     "docker.io/library/busybox",
@@ -37,9 +37,14 @@ fuzz_target!(|data: &[u8]| {
     for image in IMAGES {
         let _ = keyring.lookup(image);
     }
-    if let Ok(cli) = DockerCliConfig::from_json(data, PathBuf::from("/fuzz/config.json")) {
-        for host in ["docker.io", "index.docker.io", "127.0.0.1:5000", "ghcr.io"] {
-            let _ = cli.lookup_keys(host);
+    if let Ok(cli) = AuthFile::from_json(data, PathBuf::from("/fuzz/config.json")) {
+        for (repo, host) in [
+            ("docker.io/library/busybox", "docker.io"),
+            ("index.docker.io/library/busybox", "index.docker.io"),
+            ("127.0.0.1:5000/app", "127.0.0.1:5000"),
+            ("ghcr.io/org/img", "ghcr.io"),
+        ] {
+            let _ = cli.lookup_keys(repo, host);
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {

@@ -10,7 +10,7 @@ use super::UsageError;
 use crate::engine::{DEFAULT_METERED_MARGIN, MeteredGet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
+pub(crate) enum Output {
     /// Human-readable text.
     Text,
     /// A JSON document on stdout (docs/json-schema.md).
@@ -20,7 +20,7 @@ pub enum Output {
 /// Registry and node configuration shared by every command that resolves images (the
 /// CLI commands and the webhook).
 #[derive(Debug, Args, Clone)]
-pub struct RegistryArgs {
+pub(crate) struct RegistryArgs {
     /// containerd certs.d directory (hosts.toml: mirrors, CAs, skip_verify).
     #[arg(
         long = "hosts-dir",
@@ -106,7 +106,7 @@ not the one that runs out.")]
 
 /// `--metered-get`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MeteredGetArg {
+pub(crate) enum MeteredGetArg {
     /// When the quota the HEAD answer states affords it.
     Affordable,
     /// Always.
@@ -153,7 +153,7 @@ pub(super) fn concurrency(n: usize) -> Result<usize, UsageError> {
 
 /// Options shared by every command that resolves images.
 #[derive(Debug, Args, Clone)]
-pub struct ResolveArgs {
+pub(crate) struct ResolveArgs {
     #[command(flatten)]
     pub registry: RegistryArgs,
 

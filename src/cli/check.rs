@@ -13,7 +13,7 @@ use crate::verdict::combined_exit_code;
 
 /// Arguments of `pullcheck check`.
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Image references, as written in a pod spec.
     #[arg(
         value_name = "IMAGE",
@@ -55,7 +55,7 @@ Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
 }
 
 /// Run the check and report; returns the exit code.
-pub async fn run(a: CheckArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
     super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);

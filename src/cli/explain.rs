@@ -11,7 +11,7 @@ use crate::reference::{Reference, kubelet_image_sent_to_cri};
 
 /// Arguments of `pullcheck explain`.
 #[derive(Debug, Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// One image reference.
     #[arg(
         value_name = "IMAGE",
@@ -61,7 +61,7 @@ struct EndpointView {
 }
 
 /// Print the explanation; exit 0, or 10 for an invalid reference.
-pub async fn run(a: ExplainArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     let reference = match Reference::parse(&a.image) {
         Ok(r) => r,
         Err(e) => {

@@ -8,7 +8,7 @@ use crate::k8s::inject::{InjectOptions, TransientAction};
 
 /// What the podFailurePolicy does with the transient code (20).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Transient {
+pub(crate) enum Transient {
     /// Count toward backoffLimit.
     Count,
     /// Don't count (set activeDeadlineSeconds to bound the retries).
@@ -28,7 +28,7 @@ impl From<Transient> for TransientAction {
 /// quantities must be positive Kubernetes quantities, the image a valid reference, and the
 /// extra check arguments flags that `pullcheck check` accepts. `flag` prefixes the flag
 /// names (`""` for inject, `"inject-"` for the webhook).
-pub fn validate_options(o: &InjectOptions, flag: &str) -> Result<(), UsageError> {
+pub(crate) fn validate_options(o: &InjectOptions, flag: &str) -> Result<(), UsageError> {
     for (name, value) in [("cpu", &o.cpu), ("memory", &o.memory)] {
         if !is_positive_quantity(value) {
             return Err(UsageError(format!(

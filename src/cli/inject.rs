@@ -15,7 +15,7 @@ use crate::verdict::code;
 
 /// Arguments of `pullcheck inject`.
 #[derive(Debug, Clone, Args)]
-pub struct InjectArgs {
+pub(crate) struct InjectArgs {
     /// Manifest file (multi-document YAML), or - for stdin.
     #[arg(
         short = 'f',
@@ -93,7 +93,7 @@ retries. ignore: it doesn't, so retries only stop at activeDeadlineSeconds (warn
 
 impl InjectArgs {
     /// The library options these flags describe.
-    pub fn options(&self) -> InjectOptions {
+    pub(crate) fn options(&self) -> InjectOptions {
         InjectOptions {
             image: self.image.clone(),
             cpu: self.cpu.clone(),
@@ -107,7 +107,7 @@ impl InjectArgs {
 
 /// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
 /// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
-pub fn run(a: InjectArgs) -> Result<u8, CliError> {
+pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display();

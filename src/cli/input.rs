@@ -7,11 +7,11 @@ use super::UsageError;
 use crate::k8s::templates::Table;
 
 /// The largest manifest stream read, in bytes.
-pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Read a manifest stream from a file or `-` (stdin). Input larger than
 /// [`MAX_INPUT_BYTES`] is refused whole: cutting it would silently drop documents.
-pub fn read_input(path: &Path) -> Result<String, UsageError> {
+pub(crate) fn read_input(path: &Path) -> Result<String, UsageError> {
     let shown = path.display();
     let mut text = String::new();
     // One byte over the cap tells "exactly at the cap" from "larger".
@@ -32,7 +32,7 @@ pub fn read_input(path: &Path) -> Result<String, UsageError> {
 }
 
 /// The kind table: built-ins, extended by `--kinds` when given.
-pub fn load_table(kinds: Option<&Path>) -> Result<Table, UsageError> {
+pub(crate) fn load_table(kinds: Option<&Path>) -> Result<Table, UsageError> {
     match kinds {
         None => Ok(Table::builtin()),
         Some(p) => Table::load(&p.display().to_string()).map_err(|e| UsageError(e.to_string())),

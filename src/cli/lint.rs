@@ -10,11 +10,11 @@ use crate::k8s::lint::{Finding, lint_stream};
 use crate::verdict::code;
 
 /// Version of the `--output json` document (bump on any incompatible change).
-pub const JSON_SCHEMA_VERSION: u32 = 1;
+pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// Output format of `pullcheck lint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LintOutput {
+pub(crate) enum LintOutput {
     /// One line per finding on stdout.
     Text,
     /// One JSON document on stdout.
@@ -23,7 +23,7 @@ pub enum LintOutput {
 
 /// Arguments of `pullcheck lint`.
 #[derive(Debug, Clone, Args)]
-pub struct LintArgs {
+pub(crate) struct LintArgs {
     /// Manifest file (multi-document YAML), or - for stdin.
     #[arg(
         short = 'f',
@@ -83,7 +83,7 @@ fn line(file: &str, f: &Finding) -> String {
 
 /// Run `pullcheck lint`: findings on stdout; exit 0, or 30 with `--strict` and findings.
 /// Unreadable or invalid input is a usage error naming the file and document.
-pub fn run(a: LintArgs) -> Result<u8, CliError> {
+pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display().to_string();

@@ -1,15 +1,15 @@
 //! The command-line shell over the engine: parse flags, build a plan once, run, report.
 
-pub mod args;
-pub mod check;
-pub mod explain;
-pub mod init_container;
-pub mod inject;
-pub mod input;
-pub mod lint;
-pub mod plan;
-pub mod scan;
-pub mod webhook;
+pub(crate) mod args;
+pub(crate) mod check;
+pub(crate) mod explain;
+pub(crate) mod init_container;
+pub(crate) mod inject;
+pub(crate) mod input;
+pub(crate) mod lint;
+pub(crate) mod plan;
+pub(crate) mod scan;
+pub(crate) mod webhook;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -45,7 +45,7 @@ has its own exit code, for Job podFailurePolicy rules.", after_long_help = after
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
     /// More log output on stderr (-v debug, -vv trace). Secrets are never logged.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output",
         long_help = "More log output on stderr: -v for debug, -vv for trace. Requests are logged \
@@ -54,7 +54,7 @@ with redacted URLs; credentials and tokens never appear at any level. RUST_LOG o
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Check images: one verdict per image, exit code for podFailurePolicy.
     #[command(after_long_help = after_help())]
     Check(check::CheckArgs),
@@ -80,7 +80,7 @@ pub enum Command {
 
 /// A problem with the user's input: printed as one line, exit 2.
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,7 +90,7 @@ impl std::fmt::Display for UsageError {
 
 /// Why a command ended without its own exit code.
 #[derive(Debug)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// The user's input: one line, exit 2.
     Usage(UsageError),
     /// stdout could not be written (closed pipe, full disk).

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::UsageError;
 use super::args::{ResolveArgs, concurrency};
-use crate::credentials::{DockerCliConfig, Keychain, load_pull_secrets};
+use crate::credentials::{Keychain, UserAuth, load_pull_secrets};
 use crate::engine::{
     DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
     PlatformPolicy,
@@ -27,7 +27,7 @@ pub(super) fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageErr
 }
 
 /// The platform policy from `--platform`.
-pub fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError> {
+pub(crate) fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError> {
     match flag {
         Some("any") => Ok(PlatformPolicy::Any),
         Some(p) => Platform::parse(p)
@@ -49,12 +49,12 @@ pub(super) fn list_or_default(given: &[String], default: &[&str]) -> Vec<String>
 }
 
 /// Build the keychain from pull secrets and the Docker config.
-pub fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
+pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     let secrets = load_pull_secrets(&a.pull_secrets).map_err(|e| UsageError(e.to_string()))?;
     let docker = if a.no_docker_config {
         None
     } else {
-        DockerCliConfig::load(a.docker_config.as_deref()).map_err(|e| UsageError(e.to_string()))?
+        UserAuth::load(a.docker_config.as_deref()).map_err(|e| UsageError(e.to_string()))?
     };
     Ok(Keychain::new(secrets, docker))
 }
@@ -62,7 +62,7 @@ pub fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
 /// CA files: `--ca-file` values, then `SSL_CERT_FILE`. An `SSL_CERT_FILE` that doesn't
 /// exist is ignored with a warning (an inherited environment often names a host path that a
 /// scratch image doesn't have); a missing `--ca-file` is an error later, naming the file.
-pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
+pub(crate) fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
     let mut files = a.registry.ca_file.clone();
     if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
         let f = PathBuf::from(f);
@@ -76,7 +76,7 @@ pub fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
 }
 
 /// The plan for a run: every flag validated, nothing contacted.
-pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
+pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
     let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
     let concurrency = concurrency(a.concurrency)?;
     let hosts_dir = a.registry.hosts_dir()?;
@@ -98,7 +98,7 @@ pub fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
 }
 
 /// The plan and the transport for a run.
-pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
+pub(crate) fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
     let plan = plan(a)?;
     let request_timeout = seconds("--request-timeout", a.request_timeout, 86_400.0)?;
     let registry = Registry::new(
@@ -113,7 +113,7 @@ pub fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
 /// Check the `--hosts-dir` configuration every image will use before anything is sent, so
 /// a broken `hosts.toml` or an unreadable `ca` is a usage error (exit 2) naming the file,
 /// not a transient verdict retried like an outage.
-pub fn validate_hosts(a: &ResolveArgs, images: &[String]) -> Result<(), UsageError> {
+pub(crate) fn validate_hosts(a: &ResolveArgs, images: &[String]) -> Result<(), UsageError> {
     let mut seen = std::collections::HashSet::new();
     for image in images {
         let Ok(reference) = crate::reference::Reference::parse(image) else {

@@ -19,7 +19,7 @@ use crate::verdict::combined_exit_code;
 
 /// `pullcheck scan`.
 #[derive(Debug, Args)]
-pub struct ScanArgs {
+pub(crate) struct ScanArgs {
     /// Manifest file (multi-document YAML or JSON), or - for stdin.
     #[arg(
         short = 'f',
@@ -75,7 +75,7 @@ struct ScannedImage<'a> {
 }
 
 /// Run the scan; returns the exit code.
-pub async fn run(a: ScanArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text_in = read_input(&a.filename)?;
     let docs = parse_documents(&text_in)

@@ -19,7 +19,7 @@ use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     /// Deny workloads whose images can't be pulled.
     Enforce,
     /// Admit them with a warning per image (the safe first rollout).
@@ -28,7 +28,7 @@ pub enum ModeArg {
 
 /// Arguments of `pullcheck webhook`.
 #[derive(Debug, Clone, Args)]
-pub struct WebhookArgs {
+pub(crate) struct WebhookArgs {
     /// Address to listen on (port 0: pick one; the address is printed on stderr).
     #[arg(
         long,
@@ -307,7 +307,7 @@ impl WebhookArgs {
     }
 
     /// The validated configuration.
-    pub fn config(&self) -> Result<Config, UsageError> {
+    pub(crate) fn config(&self) -> Result<Config, UsageError> {
         let budget = seconds("--budget", self.budget, 30.0)?;
         let platforms: Vec<String> = if self.cluster_platform.is_empty() {
             vec!["linux/amd64".into(), "linux/arm64".into()]
@@ -370,7 +370,7 @@ impl WebhookArgs {
     }
 
     /// The address guard: special addresses and the API server refused by default.
-    pub fn guard_policy(&self) -> GuardPolicy {
+    pub(crate) fn guard_policy(&self) -> GuardPolicy {
         let mut deny_addrs: Vec<IpAddr> = Vec::new();
         if let Some(ip) = std::env::var("KUBERNETES_SERVICE_HOST")
             .ok()
@@ -393,7 +393,7 @@ impl WebhookArgs {
 
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
-pub async fn run(a: WebhookArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
     let config = a.config()?;
     let guard = Guard::new(a.guard_policy());
     crate::webhook::serve(config, guard)

@@ -46,7 +46,7 @@ use super::secret::Secret;
 use super::{Credential, CredentialSource, CredentialsError, SecretKind};
 
 /// The docker CLI's key for Docker Hub.
-pub const DOCKER_HUB_KEY: &str = "https://index.docker.io/v1/";
+pub(crate) const DOCKER_HUB_KEY: &str = "https://index.docker.io/v1/";
 
 /// The largest `config.json` pullcheck reads, in bytes.
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
@@ -138,7 +138,7 @@ impl AuthFile {
     ///
     /// Errors: the file cannot be read, is larger than 4 MiB, is not JSON, or an `auths`
     /// entry does not decode ([`CredentialsError::DockerConfig`], naming the key).
-    pub fn load_docker_config(dir: &Path) -> Result<Option<Self>, CredentialsError> {
+    pub(crate) fn load_docker_config(dir: &Path) -> Result<Option<Self>, CredentialsError> {
         let path = dir.join("config.json");
         match read_small_file(&path, &origin_for(&path))? {
             Some(bytes) => Self::from_json(&bytes, path).map(Some),
@@ -149,7 +149,10 @@ impl AuthFile {
     /// Reads a containers auth file; `shown` says how it was found (e.g.
     /// `$REGISTRY_AUTH_FILE`) and goes into the origin. `Ok(None)` if it does not exist, as
     /// containers/image treats a missing file as empty.
-    pub fn load_containers(path: &Path, shown: &str) -> Result<Option<Self>, CredentialsError> {
+    pub(crate) fn load_containers(
+        path: &Path,
+        shown: &str,
+    ) -> Result<Option<Self>, CredentialsError> {
         let origin = format!("auth file {} ({shown})", path.display());
         match read_small_file(path, &origin)? {
             Some(bytes) => Self::decode(&bytes, origin, Flavor::Containers).map(Some),
@@ -158,7 +161,7 @@ impl AuthFile {
     }
 
     /// Decodes the value of `DOCKER_AUTH_CONFIG`.
-    pub fn from_environment(value: &str) -> Result<Self, CredentialsError> {
+    pub(crate) fn from_environment(value: &str) -> Result<Self, CredentialsError> {
         Self::decode(
             value.as_bytes(),
             "environment DOCKER_AUTH_CONFIG".to_owned(),
@@ -246,16 +249,17 @@ impl AuthFile {
         })
     }
 
+    #[cfg(test)]
     /// Where this came from, as [`CredentialSource::origin`] shows it, e.g.
     /// `docker config /home/me/.docker/config.json`.
-    pub fn origin(&self) -> &str {
+    pub(crate) fn origin(&self) -> &str {
         &self.origin
     }
 
     /// Credentials for an image: at most one, from the helper the file names or from
     /// `auths`. `repo_to_pull` is e.g. `docker.io/library/busybox`, `registry_host` its
     /// domain. A helper that fails or times out is logged as a warning and gives none.
-    pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
+    pub(crate) async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
         let key = self.helper_key(registry_host);
         match self.store_for(&key) {
             Store::File => self

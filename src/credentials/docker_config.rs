@@ -112,23 +112,26 @@ impl DockerConfig {
         self.entries.insert(key.into(), entry);
     }
 
+    #[cfg(test)]
     /// The entry stored under exactly `key`.
-    pub fn get(&self, key: &str) -> Option<&DockerConfigEntry> {
+    pub(crate) fn get(&self, key: &str) -> Option<&DockerConfigEntry> {
         self.entries.get(key)
     }
 
     /// Entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &DockerConfigEntry)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &DockerConfigEntry)> {
         self.entries.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Number of keys.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     /// True if there are no keys.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }
@@ -176,17 +179,7 @@ pub enum DockerConfigError {
     },
 }
 
-impl DockerConfigError {
-    /// The registry key the error is about, if any.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            DockerConfigError::Syntax { .. } => None,
-            DockerConfigError::NotAnObject { key, .. }
-            | DockerConfigError::FieldType { key, .. }
-            | DockerConfigError::Auth { key, .. } => key.as_deref(),
-        }
-    }
-}
+impl DockerConfigError {}
 
 fn key_prefix(key: &Option<String>) -> String {
     match key {

@@ -14,7 +14,7 @@ use super::{Credential, CredentialSource, SecretKind};
 
 /// The keyring key that serves Docker Hub images when nothing else matched
 /// (`https://index.docker.io/v1/` indexes to it).
-pub const DEFAULT_REGISTRY_HOST: &str = "index.docker.io";
+pub(crate) const DEFAULT_REGISTRY_HOST: &str = "index.docker.io";
 
 /// The kubelet's `BasicDockerKeyring`: credentials indexed by `host[:port][/path]`.
 ///
@@ -110,13 +110,15 @@ impl Keyring {
         out
     }
 
+    #[cfg(test)]
     /// The index keys, in lookup order (reverse-sorted, de-duplicated).
-    pub fn index_keys(&self) -> &[String] {
+    pub(crate) fn index_keys(&self) -> &[String] {
         &self.index
     }
 
+    #[cfg(test)]
     /// True if no entry was added.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.index.is_empty()
     }
 }

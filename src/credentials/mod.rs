@@ -24,9 +24,9 @@
 mod auth_file;
 pub mod docker_config;
 mod helper;
-pub mod keyring;
+pub(crate) mod keyring;
 mod pull_secrets;
-pub mod secret;
+pub(crate) mod secret;
 mod user_auth;
 
 use std::fmt;
@@ -40,12 +40,7 @@ pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerC
 pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
 pub use pull_secrets::load_pull_secrets;
 pub use secret::Secret;
-pub use user_auth::{AuthEnv, UserAuth};
-
-/// The name `cli::plan` loads the user's auth sources by; it is [`UserAuth`], which has
-/// read more than the docker config since `DOCKER_AUTH_CONFIG` and the containers auth
-/// files were added.
-pub type DockerCliConfig = UserAuth;
+pub(crate) use user_auth::UserAuth;
 
 /// One username/password pair to try, and where it came from.
 ///
@@ -79,7 +74,7 @@ pub enum SecretKind {
 impl Credential {
     /// First 16 hex characters of `sha256(username ‖ 0x00 ‖ password)`: stable for equal
     /// credentials, safe to log and to use as a cache key (the token cache keys on it).
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let mut h = Sha256::new();
         h.update(self.username.as_bytes());
         h.update([0u8]);
@@ -100,7 +95,7 @@ impl Credential {
     /// True if both username and password are empty. containerd pulls anonymously with
     /// such an entry (kubelet `pkg/kubelet/kuberuntime/kuberuntime_image.go` `PullImage`; containerd
     /// `internal/cri/server/images/image_pull.go` `ParseAuth`), but it still counts as one attempt.
-    pub fn is_anonymous(&self) -> bool {
+    pub(crate) fn is_anonymous(&self) -> bool {
         self.username.is_empty() && self.password.is_empty()
     }
 }
@@ -132,14 +127,14 @@ impl fmt::Display for CredentialSource {
 ///
 /// Duplicates are kept: the kubelet tries every entry, and so does pullcheck.
 #[derive(Debug, Default)]
-pub struct Keychain {
+pub(crate) struct Keychain {
     pull_secrets: Keyring,
     docker: Option<UserAuth>,
 }
 
 impl Keychain {
     /// A keychain over the loaded pull secrets and, optionally, the user's auth sources.
-    pub fn new(pull_secrets: Keyring, docker: Option<UserAuth>) -> Keychain {
+    pub(crate) fn new(pull_secrets: Keyring, docker: Option<UserAuth>) -> Keychain {
         Keychain {
             pull_secrets,
             docker,
@@ -147,7 +142,7 @@ impl Keychain {
     }
 
     /// No credentials at all: every lookup is anonymous.
-    pub fn empty() -> Keychain {
+    pub(crate) fn empty() -> Keychain {
         Keychain::default()
     }
 
@@ -157,7 +152,7 @@ impl Keychain {
     /// e.g. `docker.io/library/busybox`; `registry_host` is its domain, e.g. `docker.io`.
     /// Runs a credential helper that a user auth file names for the registry (5 s timeout
     /// each); a helper failure is logged as a warning and contributes nothing.
-    pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
+    pub(crate) async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
         let mut out = self.pull_secrets.lookup(repo_to_pull);
         if let Some(docker) = &self.docker {
             out.extend(docker.lookup(repo_to_pull, registry_host).await);
@@ -169,7 +164,7 @@ impl Keychain {
     /// any helper. A helper appears once, with origin `credential helper
     /// docker-credential-<name> (not run)`. The registry host is the first `/`-separated
     /// part of `repo_to_pull`.
-    pub fn lookup_keys(&self, repo_to_pull: &str) -> Vec<CredentialSource> {
+    pub(crate) fn lookup_keys(&self, repo_to_pull: &str) -> Vec<CredentialSource> {
         let mut out: Vec<CredentialSource> = self
             .pull_secrets
             .lookup(repo_to_pull)
@@ -181,16 +176,6 @@ impl Keychain {
             out.extend(docker.lookup_keys(repo_to_pull, host));
         }
         out
-    }
-
-    /// The pull-secret keyring.
-    pub fn pull_secrets(&self) -> &Keyring {
-        &self.pull_secrets
-    }
-
-    /// The user's auth sources, if any was loaded.
-    pub fn docker_config(&self) -> Option<&UserAuth> {
-        self.docker.as_ref()
     }
 }
 

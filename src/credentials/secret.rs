@@ -26,7 +26,7 @@ impl Secret {
     }
 
     /// True if the secret is the empty string.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }

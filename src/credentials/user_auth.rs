@@ -28,7 +28,7 @@ use super::{Credential, CredentialSource, CredentialsError};
 
 /// The environment variables [`UserAuth::load_with`] reads. Empty values count as unset.
 #[derive(Clone, Debug, Default)]
-pub struct AuthEnv {
+pub(crate) struct AuthEnv {
     /// `DOCKER_AUTH_CONFIG`.
     pub docker_auth_config: Option<OsString>,
     /// `DOCKER_CONFIG`.
@@ -45,7 +45,7 @@ pub struct AuthEnv {
 
 impl AuthEnv {
     /// The variables of this process.
-    pub fn from_process() -> AuthEnv {
+    pub(crate) fn from_process() -> AuthEnv {
         let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
         AuthEnv {
             docker_auth_config: var("DOCKER_AUTH_CONFIG"),
@@ -60,13 +60,13 @@ impl AuthEnv {
 
 /// The user's auth sources in the order of the module documentation.
 #[derive(Clone, Debug)]
-pub struct UserAuth {
+pub(crate) struct UserAuth {
     files: Vec<AuthFile>,
 }
 
 impl UserAuth {
     /// [`UserAuth::load_with`] this process's environment.
-    pub fn load(dir: Option<&Path>) -> Result<Option<UserAuth>, CredentialsError> {
+    pub(crate) fn load(dir: Option<&Path>) -> Result<Option<UserAuth>, CredentialsError> {
         UserAuth::load_with(dir, &AuthEnv::from_process())
     }
 
@@ -75,7 +75,7 @@ impl UserAuth {
     ///
     /// Errors: a source that cannot be read, is larger than 4 MiB, is not JSON, or has an
     /// `auths` entry that does not decode; the message names the file or variable.
-    pub fn load_with(
+    pub(crate) fn load_with(
         dir: Option<&Path>,
         env: &AuthEnv,
     ) -> Result<Option<UserAuth>, CredentialsError> {
@@ -99,14 +99,15 @@ impl UserAuth {
         Ok((!files.is_empty()).then_some(UserAuth { files }))
     }
 
+    #[cfg(test)]
     /// The sources that were read, in order.
-    pub fn files(&self) -> &[AuthFile] {
+    pub(crate) fn files(&self) -> &[AuthFile] {
         &self.files
     }
 
     /// The credential of the first source that has one for the image (none if no source
     /// has). A helper that answers nothing or fails lets the next source answer.
-    pub async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
+    pub(crate) async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
         for file in &self.files {
             let found = file.lookup(repo_to_pull, registry_host).await;
             if !found.is_empty() {
@@ -119,7 +120,11 @@ impl UserAuth {
     /// For `explain`: what [`UserAuth::lookup`] would consult, without running a helper:
     /// every helper up to the first `auths` entry that matches (a helper may answer
     /// nothing), and that entry.
-    pub fn lookup_keys(&self, repo_to_pull: &str, registry_host: &str) -> Vec<CredentialSource> {
+    pub(crate) fn lookup_keys(
+        &self,
+        repo_to_pull: &str,
+        registry_host: &str,
+    ) -> Vec<CredentialSource> {
         let mut out = Vec::new();
         for file in &self.files {
             let keys = file.lookup_keys(repo_to_pull, registry_host);

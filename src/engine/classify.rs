@@ -8,7 +8,7 @@ use crate::registry::error::{Failure, RegistryError, is_retryable_status};
 use crate::verdict::Verdict;
 
 /// The verdict and one-line detail for a failed request.
-pub fn verdict_for(e: &RegistryError) -> (Verdict, String) {
+pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
     match e {
         RegistryError::Status {
             status,
@@ -81,7 +81,6 @@ mod tests {
             url: "https://r.example/v2/app/manifests/v1".into(),
             status: code,
             diagnostics: vec![],
-            challenges: vec![],
             retry_after: None,
             credential_sent: false,
             from_token_endpoint: false,

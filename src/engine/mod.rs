@@ -16,18 +16,18 @@
 //! `explain` prints it. Each credential-and-endpoint try is a value ([`resolve`]'s
 //! `Attempt`); the best one becomes the [`Outcome`].
 
-pub mod classify;
+pub(crate) mod classify;
 mod outcome;
 mod plan;
 mod resolution;
 mod resolve;
 
-pub use outcome::{Outcome, PlatformReport, PlatformResult};
-pub use plan::{
+pub(crate) use outcome::{Outcome, PlatformResult};
+pub(crate) use plan::{
     DEADLINE_TIMEOUT, DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES,
     DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy,
 };
-pub use resolution::{PlanError, PlatformCheck, Resolution, Route, SkipReason};
+pub(crate) use resolution::{PlanError, PlatformCheck, Resolution, SkipReason};
 
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ use crate::verdict::Verdict;
 use resolve::{Attempt, Resolver};
 
 /// Shared engine: one per process (the webhook keeps it for its lifetime).
-pub struct Engine {
+pub(crate) struct Engine {
     plan: Plan,
     registry: Registry,
     indexes: resolve::IndexBodies,
@@ -48,7 +48,7 @@ pub struct Engine {
 
 impl Engine {
     /// Build an engine over a transport.
-    pub fn new(plan: Plan, registry: Registry) -> Engine {
+    pub(crate) fn new(plan: Plan, registry: Registry) -> Engine {
         Engine {
             plan,
             registry,
@@ -57,19 +57,19 @@ impl Engine {
     }
 
     /// The transport (request counters, guard).
-    pub fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
     }
 
     /// The configuration it checks with (deadline and concurrency for callers that
     /// schedule their own checks, as `scan` does).
-    pub fn plan(&self) -> &Plan {
+    pub(crate) fn plan(&self) -> &Plan {
         &self.plan
     }
 
     /// Check every image, `concurrency` at a time, each deduplicated input once. Results
     /// are in input order. Never fails: problems are verdicts.
-    pub async fn check_all(&self, images: &[String]) -> Vec<Outcome> {
+    pub(crate) async fn check_all(&self, images: &[String]) -> Vec<Outcome> {
         let deadline = Instant::now() + self.plan.timeout;
         let mut unique: Vec<&String> = Vec::new();
         for i in images {
@@ -89,7 +89,7 @@ impl Engine {
     }
 
     /// Check one image with an absolute deadline, with the plan's credentials and platform.
-    pub async fn check_one(&self, image: &str, deadline: Instant) -> Outcome {
+    pub(crate) async fn check_one(&self, image: &str, deadline: Instant) -> Outcome {
         self.check_one_with(image, deadline, &self.plan.keychain, &self.plan.platform)
             .await
     }
@@ -97,7 +97,7 @@ impl Engine {
     /// Check one image with this call's credentials and platform policy (the webhook's
     /// vary per namespace and pod template); everything else, the transport with its
     /// connections and credential-keyed token cache included, is shared.
-    pub async fn check_one_with(
+    pub(crate) async fn check_one_with(
         &self,
         image: &str,
         deadline: Instant,
@@ -124,7 +124,7 @@ impl Engine {
 
     /// How `reference` will be resolved with `platform`: the one plan `check` executes
     /// and `explain` prints ([`Plan::resolution`]).
-    pub fn plan_for(
+    pub(crate) fn plan_for(
         &self,
         reference: &Reference,
         platform: &PlatformPolicy,

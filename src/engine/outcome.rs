@@ -6,7 +6,7 @@ use crate::verdict::Verdict;
 /// How the platform step ended, as the JSON schema's `platform.result` (docs/json-schema.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PlatformResult {
+pub(crate) enum PlatformResult {
     /// An index entry equals the target after normalisation: every containerd pulls it.
     Exact,
     /// Only a containerd < 2.1 fallback matches (amd64 → 386, arm64 → arm…).
@@ -25,7 +25,7 @@ pub enum PlatformResult {
 
 impl PlatformResult {
     /// The schema's spelling, e.g. `single_manifest`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PlatformResult::Exact => "exact",
             PlatformResult::Fallback => "fallback",
@@ -40,7 +40,7 @@ impl PlatformResult {
 
 /// How the platform check ended for one image.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct PlatformReport {
+pub(crate) struct PlatformReport {
     /// The target(s), e.g. `linux/amd64`.
     pub target: Option<String>,
     /// How the step ended.
@@ -69,7 +69,7 @@ impl Default for PlatformReport {
 /// The verdict for one image, with the facts behind it. This is the JSON schema's `images[]`
 /// item (see docs/json-schema.md).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The image as given.
     pub image: String,
     /// Normalized reference (`docker.io/library/busybox:latest`), if it parsed.
@@ -109,7 +109,7 @@ pub struct Outcome {
 impl Outcome {
     /// An outcome with only the verdict and its detail (everything else empty): for
     /// verdicts reached before any registry work, such as an invalid reference.
-    pub fn new(image: &str, verdict: Verdict, detail: String) -> Outcome {
+    pub(crate) fn new(image: &str, verdict: Verdict, detail: String) -> Outcome {
         Outcome {
             image: image.to_string(),
             reference: None,

@@ -11,7 +11,7 @@ use crate::registry::hosts;
 
 /// The registries whose node-level credential providers the kubelet uses on managed
 /// clusters (kubelet `matchImages` glob syntax). Verdict 14 there is a pass with a warning.
-pub const DEFAULT_NODE_CREDENTIAL_PATTERNS: &[&str] = &[
+pub(crate) const DEFAULT_NODE_CREDENTIAL_PATTERNS: &[&str] = &[
     "*.dkr.ecr.*.amazonaws.com",
     "*.dkr.ecr.*.amazonaws.com.cn",
     "*-docker.pkg.dev",
@@ -22,7 +22,7 @@ pub const DEFAULT_NODE_CREDENTIAL_PATTERNS: &[&str] = &[
 ];
 
 /// Registries where every manifest GET counts as a pull (Docker Hub's rate limit).
-pub const DEFAULT_METERED_REGISTRIES: &[&str] = &["docker.io"];
+pub(crate) const DEFAULT_METERED_REGISTRIES: &[&str] = &["docker.io"];
 
 /// When to GET an index on a registry that counts every manifest GET as a pull (Docker
 /// Hub: HEAD is free and states the quota left).
@@ -41,11 +41,11 @@ pub enum MeteredGet {
 
 /// The default margin of [`MeteredGet::IfAffordable`], in pulls: what one node typically
 /// pulls for a Job's pod (a few images, an init container) stays available to the kubelet.
-pub const DEFAULT_METERED_MARGIN: u64 = 10;
+pub(crate) const DEFAULT_METERED_MARGIN: u64 = 10;
 
 /// Which platforms an index must offer.
 #[derive(Debug, Clone)]
-pub enum PlatformPolicy {
+pub(crate) enum PlatformPolicy {
     /// Skip the check (`--platform any`).
     Any,
     /// At least one of these must be present (the CLI passes one; the webhook passes the
@@ -54,7 +54,7 @@ pub enum PlatformPolicy {
 }
 
 /// Everything a check needs, resolved once from flags or webhook configuration.
-pub struct Plan {
+pub(crate) struct Plan {
     /// Credentials, in kubelet order.
     pub keychain: Keychain,
     /// containerd `certs.d` root (`--hosts-dir`).
@@ -79,13 +79,13 @@ pub struct Plan {
 }
 
 /// [`Plan::deadline_message`] of the CLI commands.
-pub const DEADLINE_TIMEOUT: &str = "overall deadline reached (--timeout)";
+pub(crate) const DEADLINE_TIMEOUT: &str = "overall deadline reached (--timeout)";
 
 impl Plan {
     /// How `reference` will be resolved with `platform`. Errors only when `--hosts-dir`
     /// can't be read; a plan without a usable endpoint is returned as such
     /// ([`Resolution::require_route`]) so that `explain` can still show it.
-    pub fn resolution(
+    pub(crate) fn resolution(
         &self,
         reference: &Reference,
         platform: &PlatformPolicy,

@@ -9,7 +9,7 @@ use crate::registry::quota::Quota;
 
 /// One endpoint of a [`Resolution`], in the order containerd tries them.
 #[derive(Debug, Clone)]
-pub struct Route {
+pub(crate) struct Route {
     /// The endpoint (a mirror or the registry itself).
     pub endpoint: Endpoint,
     /// Whether this reference is fetched from it: tags need the `resolve` capability,
@@ -23,7 +23,7 @@ pub struct Route {
 
 /// Whether the platform step runs for this reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlatformCheck {
+pub(crate) enum PlatformCheck {
     /// An index must have an entry for one of these (GET the index, HEAD the child).
     Verify(Vec<Platform>),
     /// A metered registry: HEAD first (free); GET an index only when that answer states no
@@ -41,7 +41,7 @@ pub enum PlatformCheck {
 
 /// Why a platform check is skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SkipReason {
+pub(crate) enum SkipReason {
     /// `--platform any`.
     AnyPlatform,
     /// The registry counts every manifest GET as a pull (Docker Hub) and the index is
@@ -83,7 +83,7 @@ impl std::fmt::Display for SkipReason {
 
 /// How one reference will be resolved.
 #[derive(Debug, Clone)]
-pub struct Resolution {
+pub(crate) struct Resolution {
     /// The normalized reference.
     pub reference: Reference,
     /// Every configured endpoint, in order; only those with `used` are contacted.
@@ -96,12 +96,12 @@ pub struct Resolution {
 
 impl Resolution {
     /// The endpoints that will be contacted, in order.
-    pub fn used_routes(&self) -> impl Iterator<Item = &Route> {
+    pub(crate) fn used_routes(&self) -> impl Iterator<Item = &Route> {
         self.routes.iter().filter(|r| r.used)
     }
 
     /// An error when no endpoint can serve this reference (tags need `resolve`).
-    pub fn require_route(&self) -> Result<(), PlanError> {
+    pub(crate) fn require_route(&self) -> Result<(), PlanError> {
         if self.used_routes().next().is_some() {
             return Ok(());
         }
@@ -119,7 +119,7 @@ impl Resolution {
 /// Why no plan could be made: the verdict is transient (the node's configuration may
 /// differ), and the message names the file or capability.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     /// `--hosts-dir` could not be read.
     #[error("{0}")]
     Hosts(String),

@@ -49,7 +49,7 @@ pub(super) struct Attempt {
 
 impl Attempt {
     /// An attempt that ended with `verdict` before anything was resolved.
-    pub fn ended(verdict: Verdict, detail: String) -> Attempt {
+    pub(crate) fn ended(verdict: Verdict, detail: String) -> Attempt {
         Attempt {
             verdict,
             detail,
@@ -128,7 +128,7 @@ impl Resolver<'_> {
     }
 
     /// HEAD-first resolution on one endpoint, with the platform check.
-    pub async fn on(&self, route: &Route, platform: &PlatformCheck) -> Attempt {
+    pub(crate) async fn on(&self, route: &Route, platform: &PlatformCheck) -> Attempt {
         let attempt = Attempt {
             endpoint: Some(route.endpoint.host.clone()),
             ..Attempt::ended(Verdict::Transient, String::new())

@@ -13,22 +13,22 @@ use super::templates::{Table, pod_templates, pull_secret_names, template_images}
 pub use super::{CONTAINER_NAME, TransientAction, Warning};
 
 /// The projected volume holding the template's pull secrets.
-pub const VOLUME_NAME: &str = "pullcheck-pull-secrets";
+pub(crate) const VOLUME_NAME: &str = "pullcheck-pull-secrets";
 /// Where the pull secrets are mounted: one directory per secret below it.
-pub const SECRETS_MOUNT_PATH: &str = "/var/run/pullcheck/secrets";
+pub(crate) const SECRETS_MOUNT_PATH: &str = "/var/run/pullcheck/secrets";
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
-pub const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
+pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
-pub const DEFAULT_CPU: &str = "100m";
+pub(crate) const DEFAULT_CPU: &str = "100m";
 /// Default memory request and limit.
-pub const DEFAULT_MEMORY: &str = "64Mi";
+pub(crate) const DEFAULT_MEMORY: &str = "64Mi";
 /// UID and GID the container runs as (the image's `USER`).
-pub const RUN_AS: i64 = 65532;
+pub(crate) const RUN_AS: i64 = 65532;
 /// The repository of the project's image; the tag is the binary's version.
-pub const IMAGE_REPOSITORY: &str = "ghcr.io/pullcheck/pullcheck";
+pub(crate) const IMAGE_REPOSITORY: &str = "ghcr.io/pullcheck/pullcheck";
 
 /// The default `--image`: the project's image at this binary's version.
-pub fn default_image() -> String {
+pub(crate) fn default_image() -> String {
     format!("{IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"))
 }
 
@@ -70,7 +70,7 @@ fn warn(out: &mut Vec<Warning>, path: &str, message: impl Into<String>) {
 }
 
 /// True when `metadata.annotations["pullcheck.io/skip"]` is `"true"`.
-pub fn skipped(obj: &Value) -> bool {
+pub(crate) fn skipped(obj: &Value) -> bool {
     obj.pointer("/metadata/annotations")
         .and_then(|a| a.get(SKIP_ANNOTATION))
         .and_then(Value::as_str)
@@ -78,7 +78,7 @@ pub fn skipped(obj: &Value) -> bool {
 }
 
 /// True for a pod template with `spec.os.name: windows` (the checker's image is Linux-only).
-pub fn is_windows(template: &Value) -> bool {
+pub(crate) fn is_windows(template: &Value) -> bool {
     template.pointer("/spec/os/name").and_then(Value::as_str) == Some("windows")
 }
 

@@ -44,29 +44,12 @@ pub mod rule {
     pub const PULLCHECK_UNPINNED: &str = "pullcheck-image-unpinned";
     /// A pod template without the pullcheck init container.
     pub const PULLCHECK_MISSING: &str = "pullcheck-missing";
-
-    /// Every rule id, in the order checks run.
-    pub const ALL: &[&str] = &[
-        PULLCHECK_MISSING,
-        PULLCHECK_UNPINNED,
-        RESTART_POLICY,
-        RESTART_POLICY_EXIT_CODE,
-        IMAGE_PULL_NEVER,
-        IMAGE_LATEST_IF_NOT_PRESENT,
-        BACKOFF_LIMIT,
-        POD_FAILURE_POLICY,
-        POD_FAILURE_POLICY_CODES,
-        ACTIVE_DEADLINE,
-        TTL,
-        RUN_POLICY_BACKOFF_LIMIT,
-        CLEAN_POD_POLICY,
-    ];
 }
 
 /// One gap in one workload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// Stable rule id (one of [`rule::ALL`]).
+    /// Stable rule id (one of the constants in [`rule`]).
     pub rule: &'static str,
     /// The workload's kind.
     pub kind: String,
@@ -89,7 +72,7 @@ struct Ctx<'a> {
 
 /// Longest finding message, in characters: the webhook reuses findings as admission
 /// warnings.
-pub const MAX_MESSAGE_CHARS: usize = super::MAX_WARNING_CHARS;
+pub(crate) const MAX_MESSAGE_CHARS: usize = super::MAX_WARNING_CHARS;
 
 impl Ctx<'_> {
     fn push(&mut self, rule: &'static str, path: impl Into<String>, message: impl Into<String>) {

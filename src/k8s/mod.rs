@@ -13,21 +13,17 @@
 
 pub mod inject;
 pub mod lint;
-pub mod policy;
+pub(crate) mod policy;
 pub mod templates;
 pub mod yaml;
-
-pub use inject::{InjectOptions, inject_object};
-pub use lint::{Finding, lint_object};
-pub use templates::{ImageUse, PodTemplateRef, Slot, Table, images, pod_templates};
 
 /// The advised limit for one admission warning, in characters (kube-core
 /// `AdmissionResponse::warnings`). Lint findings stay within it too: the webhook returns them
 /// as warnings.
-pub const MAX_WARNING_CHARS: usize = 120;
+pub(crate) const MAX_WARNING_CHARS: usize = 120;
 
 /// `text` cut to `max` characters, the last one `…` when anything was cut.
-pub fn cut_chars(text: &str, max: usize) -> String {
+pub(crate) fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }

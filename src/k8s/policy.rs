@@ -13,10 +13,10 @@ use super::{CONTAINER_NAME, TransientAction, Warning};
 use crate::verdict::Verdict;
 
 /// The most rules a Job's podFailurePolicy may have (batch validation).
-pub const MAX_POD_FAILURE_RULES: usize = 20;
+pub(crate) const MAX_POD_FAILURE_RULES: usize = 20;
 
 /// pullcheck's permanent exit codes (10–14), from [`Verdict::is_permanent`].
-pub fn permanent_codes() -> Vec<u8> {
+pub(crate) fn permanent_codes() -> Vec<u8> {
     Verdict::ALL
         .iter()
         .filter(|v| v.is_permanent())
@@ -25,12 +25,12 @@ pub fn permanent_codes() -> Vec<u8> {
 }
 
 /// pullcheck's transient exit code (20).
-pub fn transient_code() -> u8 {
+pub(crate) fn transient_code() -> u8 {
     Verdict::Transient.exit_code()
 }
 
 /// The two rules pullcheck owns: permanent codes → FailJob, transient → Count (or Ignore).
-pub fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
+pub(crate) fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
     let action = match transient {
         TransientAction::Count => "Count",
         TransientAction::Ignore => "Ignore",
@@ -43,14 +43,14 @@ pub fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
 }
 
 /// True for a rule keyed on the pullcheck container (one that `inject` owns and rewrites).
-pub fn is_pullcheck_rule(rule: &Value) -> bool {
+pub(crate) fn is_pullcheck_rule(rule: &Value) -> bool {
     rule.pointer("/onExitCodes/containerName")
         .and_then(Value::as_str)
         == Some(CONTAINER_NAME)
 }
 
 /// True when a podFailurePolicy sends every permanent pullcheck code to FailJob.
-pub fn covers_pullcheck_codes(policy: &Value) -> bool {
+pub(crate) fn covers_pullcheck_codes(policy: &Value) -> bool {
     let rules = policy
         .get("rules")
         .and_then(Value::as_array)

@@ -41,7 +41,7 @@ pub struct KindEntry {
 
 /// A built-in row, as static data (the same fields as [`KindEntry`]).
 #[derive(Debug, Clone, Copy)]
-pub struct BuiltinRow {
+pub(crate) struct BuiltinRow {
     /// See [`KindEntry::api_version`].
     pub api_version: &'static str,
     /// See [`KindEntry::kind`].
@@ -76,7 +76,7 @@ const fn row(
 /// (`pytorchReplicaSpecs`, `tfReplicaSpecs`, `mpiReplicaSpecs`, `xgbReplicaSpecs`,
 /// `paddleReplicaSpecs`, `jaxReplicaSpecs`) and mpi-operator v2beta1; JobSet's from
 /// jobset.x-k8s.io v1alpha2 (matched by group, every version).
-pub const BUILTIN: &[BuiltinRow] = &[
+pub(crate) const BUILTIN: &[BuiltinRow] = &[
     row("batch/v1", "Job", &["spec.template"], Some("spec"), None),
     row(
         "batch/v1",
@@ -199,7 +199,7 @@ impl Table {
     }
 
     /// Add rows (replacing built-ins with the same apiVersion and kind).
-    pub fn extend(&mut self, rows: Vec<KindEntry>) {
+    pub(crate) fn extend(&mut self, rows: Vec<KindEntry>) {
         for row in rows {
             self.entries
                 .retain(|e| !(e.api_version == row.api_version && e.kind == row.kind));
@@ -224,7 +224,7 @@ impl Table {
     }
 
     /// Read a `--kinds` file and extend the built-ins with it.
-    pub fn load(path: &str) -> Result<Self, TemplatesError> {
+    pub(crate) fn load(path: &str) -> Result<Self, TemplatesError> {
         let text = std::fs::read_to_string(path).map_err(|source| TemplatesError::Read {
             path: path.to_string(),
             source,
@@ -234,7 +234,7 @@ impl Table {
 
     /// The row for an object, by its `apiVersion` and `kind` (last matching row wins; an
     /// exact `group/version` row wins over a bare-group row).
-    pub fn lookup(&self, obj: &Value) -> Option<&KindEntry> {
+    pub(crate) fn lookup(&self, obj: &Value) -> Option<&KindEntry> {
         let api = obj.get("apiVersion")?.as_str()?;
         let kind = obj.get("kind")?.as_str()?;
         let group = api.rsplit_once('/').map_or("", |(g, _)| g);
@@ -273,7 +273,7 @@ fn parse_path(path: &str) -> Vec<Seg> {
 }
 
 /// A JSON pointer (RFC 6901) from tokens.
-pub fn pointer(tokens: &[String]) -> String {
+pub(crate) fn pointer(tokens: &[String]) -> String {
     tokens
         .iter()
         .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
@@ -408,7 +408,7 @@ impl ImageUse {
     /// `pkg/kubelet/images/image_manager.go`, `EnsureImageExists` and `shouldPullImage`: with
     /// `Never` a missing image is `ErrImageNeverPull`, never a pull). Image volumes carry the
     /// same `pullPolicy` field with the same meaning, so the rule is one for every slot.
-    pub fn is_pulled(&self) -> bool {
+    pub(crate) fn is_pulled(&self) -> bool {
         self.pull_policy.as_deref() != Some("Never")
     }
 }
@@ -416,7 +416,7 @@ impl ImageUse {
 /// True when `image` is a valid reference without a digest: one that a tag could move under,
 /// and that a digest pin would change. An image that does not parse is not called unpinned:
 /// its verdict is `invalid_reference`, which says more.
-pub fn is_unpinned(image: &str) -> bool {
+pub(crate) fn is_unpinned(image: &str) -> bool {
     crate::reference::Reference::parse(image).is_ok_and(|r| r.digest().is_none())
 }
 
@@ -427,7 +427,7 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 /// The images of one pod template (`template` is the PodTemplateSpec-shaped value and
 /// `at` its pointer): init containers, containers, then image volumes, in list order.
 /// Entries without an image string are skipped.
-pub fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
+pub(crate) fn template_images(template: &Value, at: &str) -> Vec<ImageUse> {
     let mut out = Vec::new();
     let Some(spec) = template.get("spec") else {
         return out;
@@ -491,7 +491,7 @@ pub fn images(obj: &Value, table: &Table) -> Vec<ImageUse> {
 }
 
 /// The names in a pod template's `spec.imagePullSecrets`, in order, without duplicates.
-pub fn pull_secret_names(template: &Value) -> Vec<String> {
+pub(crate) fn pull_secret_names(template: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let list = template
         .pointer("/spec/imagePullSecrets")
@@ -505,7 +505,7 @@ pub fn pull_secret_names(template: &Value) -> Vec<String> {
 }
 
 /// `metadata.namespace` and `metadata.name` of an object (empty when absent).
-pub fn namespace_and_name(obj: &Value) -> (String, String) {
+pub(crate) fn namespace_and_name(obj: &Value) -> (String, String) {
     let m = obj.get("metadata");
     let get = |k| m.and_then(|m| str_at(m, k)).unwrap_or_default().to_string();
     (get("namespace"), get("name"))

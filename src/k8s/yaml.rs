@@ -150,7 +150,7 @@ pub fn to_yaml(value: &Value) -> Result<String, YamlError> {
 }
 
 /// Write a stream: the documents joined by `---` lines (none before the first).
-pub fn to_yaml_stream<'a>(
+pub(crate) fn to_yaml_stream<'a>(
     values: impl IntoIterator<Item = &'a Value>,
 ) -> Result<String, YamlError> {
     let mut out = String::new();

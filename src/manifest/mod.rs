@@ -19,16 +19,17 @@ pub use select::{Selection, select};
 /// OCI image index (multi-platform).
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 /// OCI image manifest.
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// Docker manifest list (Docker's multi-platform index).
-pub const DOCKER_MANIFEST_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub(crate) const DOCKER_MANIFEST_LIST: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
 /// Docker image manifest, schema 2.
-pub const DOCKER_MANIFEST_V2: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const DOCKER_MANIFEST_V2: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// Docker image manifest, schema 1, signed (rejected by containerd ≥ 2.0 when fetched).
-pub const DOCKER_MANIFEST_V1_SIGNED: &str =
+pub(crate) const DOCKER_MANIFEST_V1_SIGNED: &str =
     "application/vnd.docker.distribution.manifest.v1+prettyjws";
 /// Docker image manifest, schema 1, unsigned (rejected by containerd ≥ 2.0 when fetched).
-pub const DOCKER_MANIFEST_V1: &str = "application/vnd.docker.distribution.manifest.v1+json";
+pub(crate) const DOCKER_MANIFEST_V1: &str = "application/vnd.docker.distribution.manifest.v1+json";
 
 /// The `Accept` header value for manifest requests: one header, comma-separated.
 ///
@@ -40,7 +41,7 @@ pub const DOCKER_MANIFEST_V1: &str = "application/vnd.docker.distribution.manife
 /// Leaving out the index types would let some registries substitute a single-platform
 /// manifest for a multi-platform tag (distribution's `registry/handlers/manifests.go`
 /// `GetManifest` answers a client that accepts no list type with the linux/amd64 child).
-pub const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, \
+pub(crate) const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, \
 application/vnd.docker.distribution.manifest.list.v2+json, \
 application/vnd.oci.image.manifest.v1+json, \
 application/vnd.oci.image.index.v1+json, \
@@ -49,13 +50,13 @@ application/vnd.docker.distribution.manifest.v1+json, \
 */*";
 
 /// True for the two multi-platform types: OCI index and Docker manifest list.
-pub fn is_index(media_type: &str) -> bool {
+pub(crate) fn is_index(media_type: &str) -> bool {
     matches!(media_type, OCI_INDEX | DOCKER_MANIFEST_LIST)
 }
 
 /// True for the four single-image manifest types: OCI manifest, Docker schema 2, and Docker
 /// schema 1 signed and unsigned.
-pub fn is_manifest(media_type: &str) -> bool {
+pub(crate) fn is_manifest(media_type: &str) -> bool {
     matches!(
         media_type,
         OCI_MANIFEST | DOCKER_MANIFEST_V2 | DOCKER_MANIFEST_V1_SIGNED | DOCKER_MANIFEST_V1

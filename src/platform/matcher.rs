@@ -180,12 +180,13 @@ impl Matcher {
 
     /// The preference of `candidate`: `Some(0)` for the node itself, larger for fallbacks,
     /// `None` if it does not match at all.
-    pub fn rank(&self, candidate: &Platform) -> Option<usize> {
+    pub(crate) fn rank(&self, candidate: &Platform) -> Option<usize> {
         self.wanted.iter().position(|w| matches_one(w, candidate))
     }
 
+    #[cfg(test)]
     /// The acceptable platforms, most preferred first (normalised).
-    pub fn platforms(&self) -> &[Platform] {
+    pub(crate) fn platforms(&self) -> &[Platform] {
         &self.wanted
     }
 }

@@ -280,7 +280,7 @@ fn parse_os_component(part: &str) -> Result<OsComponent, String> {
 
 impl Platform {
     /// Builds a platform from its three common parts (no OS version, no OS features).
-    pub fn new(os: &str, architecture: &str, variant: &str) -> Self {
+    pub(crate) fn new(os: &str, architecture: &str, variant: &str) -> Self {
         Platform {
             os: os.to_owned(),
             architecture: architecture.to_owned(),
@@ -408,7 +408,7 @@ impl Platform {
     /// `v5`, `4`/`4T` → `v4`, `3` → `v3`, anything else → `unknown`; "" if both sources fail.
     /// amd64 gets no variant, like containerd. A node that runs pullcheck as an init container
     /// therefore matches what its containerd would choose.
-    pub fn host() -> Platform {
+    pub(crate) fn host() -> Platform {
         let architecture = host_arch();
         let variant = if matches!(architecture, "arm" | "arm64") {
             host_variant()
@@ -419,7 +419,7 @@ impl Platform {
     }
 
     /// True for BuildKit attestation entries (`unknown/unknown`), which never match a node.
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         self.os == "unknown" && self.architecture == "unknown"
     }
 }

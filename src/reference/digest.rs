@@ -93,7 +93,7 @@ impl Digest {
     /// 4. hex that is not lowercase `[a-f0-9]`: `DigestInvalidFormat`.
     ///
     /// Errors name `s` as the input.
-    pub fn parse(s: &str) -> Result<Digest, ReferenceError> {
+    pub(crate) fn parse(s: &str) -> Result<Digest, ReferenceError> {
         let invalid_format = || ReferenceError::DigestInvalidFormat {
             input: s.to_owned(),
         };
@@ -134,25 +134,15 @@ impl Digest {
 
     /// The sha256 digest of `body`, the algorithm registries use when they compute one
     /// (distribution-spec: a manifest's digest is the hash of its exact bytes).
-    pub fn sha256_of(body: &[u8]) -> Digest {
+    pub(crate) fn sha256_of(body: &[u8]) -> Digest {
         Digest {
             algorithm: Algorithm::Sha256,
             hex: Algorithm::Sha256.hash_hex(body),
         }
     }
 
-    /// The algorithm name: `"sha256"`, `"sha384"` or `"sha512"`.
-    pub fn algorithm(&self) -> &str {
-        self.algorithm.name()
-    }
-
-    /// The lowercase hex encoding of the hash (64, 96 or 128 characters).
-    pub fn hex(&self) -> &str {
-        &self.hex
-    }
-
     /// Whether `body` hashes to this digest with the digest's own algorithm.
-    pub fn verify(&self, body: &[u8]) -> bool {
+    pub(crate) fn verify(&self, body: &[u8]) -> bool {
         self.algorithm.hash_hex(body) == self.hex
     }
 }

@@ -26,13 +26,13 @@
 //! in exactly one way, so the capture groups below are the ones RE2 reports.
 
 /// Longest tag the grammar accepts, in bytes (`[\w][\w.-]{0,127}`).
-pub const MAX_TAG_LENGTH: usize = 128;
+pub(crate) const MAX_TAG_LENGTH: usize = 128;
 
 /// Length of an image identifier, in hex characters (`anchoredIdentifierRegexp`).
-pub const IDENTIFIER_LENGTH: usize = 64;
+pub(crate) const IDENTIFIER_LENGTH: usize = 64;
 
 /// Shortest hex part the reference grammar lets through to digest validation.
-pub const MIN_DIGEST_HEX_LENGTH: usize = 32;
+pub(crate) const MIN_DIGEST_HEX_LENGTH: usize = 32;
 
 /// `^domainAndPort$`: a registry host (DNS name or bracketed IPv6) with an optional port.
 ///
@@ -88,7 +88,7 @@ fn is_ipv6_host(s: &str) -> bool {
 ///
 /// Source: DR regexp.go `pathComponent`, `separator` (the code's `[-]+`, not the doc
 /// comment's `[-]*`).
-pub fn is_path_component(s: &str) -> bool {
+pub(crate) fn is_path_component(s: &str) -> bool {
     let b = s.as_bytes();
     let is_alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     let mut i = 0;
@@ -116,14 +116,14 @@ pub fn is_path_component(s: &str) -> bool {
 }
 
 /// `remoteName`: one or more path components separated by single `/`.
-pub fn is_remote_name(s: &str) -> bool {
+pub(crate) fn is_remote_name(s: &str) -> bool {
     s.split('/').all(is_path_component)
 }
 
 /// `^tag$`: 1 to 128 of `[A-Za-z0-9_.-]`, not starting with `.` or `-`.
 ///
 /// Source: DR regexp.go `tag` (`\w` is ASCII in RE2).
-pub fn is_tag(s: &str) -> bool {
+pub(crate) fn is_tag(s: &str) -> bool {
     let word = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
     let b = s.as_bytes();
     b.len() <= MAX_TAG_LENGTH
@@ -136,7 +136,7 @@ pub fn is_tag(s: &str) -> bool {
 ///
 /// This is only the syntactic gate; the digest is then validated with go-digest rules
 /// (see [`super::Digest::parse`]). Source: DR regexp.go `digestPat`.
-pub fn is_reference_digest(s: &str) -> bool {
+pub(crate) fn is_reference_digest(s: &str) -> bool {
     let Some((algorithm, hex)) = s.split_once(':') else {
         return false;
     };

@@ -16,19 +16,19 @@ pub mod grammar;
 
 use std::fmt;
 
-pub use digest::Digest;
+pub(crate) use digest::Digest;
 
 /// Registry used when a reference names none (`defaultDomain`).
-pub const DEFAULT_DOMAIN: &str = "docker.io";
+pub(crate) const DEFAULT_DOMAIN: &str = "docker.io";
 /// Legacy Docker Hub name that is rewritten to [`DEFAULT_DOMAIN`] (`legacyDefaultDomain`).
-pub const LEGACY_DEFAULT_DOMAIN: &str = "index.docker.io";
+pub(crate) const LEGACY_DEFAULT_DOMAIN: &str = "index.docker.io";
 /// Namespace of Docker Hub official images (`officialRepoPrefix`).
-pub const OFFICIAL_REPO_PREFIX: &str = "library/";
+pub(crate) const OFFICIAL_REPO_PREFIX: &str = "library/";
 /// Tag used when a reference has neither tag nor digest (`defaultTag`).
-pub const DEFAULT_TAG: &str = "latest";
+pub(crate) const DEFAULT_TAG: &str = "latest";
 /// Longest repository path, in bytes, not counting the registry (`RepositoryNameTotalLengthMax`,
 /// applied to the path only since DR v0.6.0).
-pub const MAX_PATH_LENGTH: usize = 255;
+pub(crate) const MAX_PATH_LENGTH: usize = 255;
 
 /// Why a string is not an acceptable image reference.
 ///
@@ -322,7 +322,8 @@ impl Reference {
 
     /// The same repository pinned to `digest`, with any tag dropped.
     #[must_use]
-    pub fn with_digest(&self, digest: Digest) -> Reference {
+    #[cfg(test)]
+    pub(crate) fn with_digest(&self, digest: Digest) -> Reference {
         Reference {
             domain: self.domain.clone(),
             path: self.path.clone(),

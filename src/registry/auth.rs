@@ -18,7 +18,7 @@ use crate::credentials::{Credential, SecretKind};
 
 /// How a host wants to be authenticated.
 #[derive(Debug, Clone)]
-pub enum Auth {
+pub(crate) enum Auth {
     /// Nothing asked.
     None,
     /// `WWW-Authenticate: Basic`.
@@ -30,7 +30,7 @@ pub enum Auth {
 
 /// The authentication a response asks for, from its challenges (bearer preferred, as
 /// containerd's `core/remotes/docker/auth/parse.go` orders them).
-pub fn auth_from(resp: &Response) -> Auth {
+pub(crate) fn auth_from(resp: &Response) -> Auth {
     if resp.status != 401 {
         return Auth::None;
     }
@@ -44,7 +44,7 @@ pub fn auth_from(resp: &Response) -> Auth {
 
 /// A host that authorizations are issued for: a registry endpoint or a redirect target.
 #[derive(Debug, Clone)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// `host[:port]`: the token cache's key, so a token never serves another host.
     pub host: String,
     /// `http` or `https`: a plain-http host may use a plain-http realm.
@@ -55,7 +55,7 @@ pub struct Origin {
 
 impl Origin {
     /// A registry endpoint.
-    pub fn of(ep: &Endpoint) -> Origin {
+    pub(crate) fn of(ep: &Endpoint) -> Origin {
         Origin {
             host: ep.host.clone(),
             scheme: ep.scheme.as_str().to_string(),
@@ -67,7 +67,7 @@ impl Origin {
     }
 
     /// The host of a URL (a redirect target), with the TLS profile it is reached with.
-    pub fn of_url(url: &Url, tls: TlsProfile) -> Origin {
+    pub(crate) fn of_url(url: &Url, tls: TlsProfile) -> Origin {
         let host = match (url.host_str(), url.port()) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.to_string(),
@@ -81,7 +81,7 @@ impl Origin {
     }
 
     /// `scheme://host[:port]`.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!("{}://{}", self.scheme, self.host)
     }
 }
@@ -89,7 +89,7 @@ impl Origin {
 /// The `Authorization` header for a request to `origin` for `scope` with `credential`, as
 /// `auth` asks: nothing, Basic, or a bearer token from the realm (checked by the guard as a
 /// referral from the address that challenged).
-pub async fn authorization(
+pub(crate) async fn authorization(
     http: &Http,
     tokens: &TokenCache,
     origin: &Origin,

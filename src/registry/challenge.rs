@@ -76,7 +76,7 @@ pub struct Challenge {
 
 impl Challenge {
     /// A parameter by (lowercase) key.
-    pub fn param(&self, key: &str) -> Option<&str> {
+    pub(crate) fn param(&self, key: &str) -> Option<&str> {
         self.params.get(key).map(String::as_str)
     }
 
@@ -92,7 +92,7 @@ impl Challenge {
     }
 
     /// `scope`: a space-separated list of `type:name:actions` scopes.
-    pub fn scope(&self) -> Option<&str> {
+    pub(crate) fn scope(&self) -> Option<&str> {
         self.param("scope")
     }
 

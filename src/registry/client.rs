@@ -31,13 +31,11 @@ use crate::manifest;
 
 /// What a successful manifest request told us.
 #[derive(Debug, Clone)]
-pub struct ManifestResponse {
+pub(crate) struct ManifestResponse {
     /// `Docker-Content-Digest`, if the registry sent one.
     pub digest: Option<String>,
     /// `Content-Type` without parameters.
     pub media_type: Option<String>,
-    /// `Content-Length`, if sent.
-    pub size: Option<u64>,
     /// The body (GET only).
     pub body: Option<Vec<u8>>,
     /// The pull quota the answer stated (Docker Hub's `ratelimit-*` headers).
@@ -46,7 +44,7 @@ pub struct ManifestResponse {
 
 /// One manifest request: what to fetch, from where, with which credential, by when.
 #[derive(Debug, Clone)]
-pub struct ManifestRequest<'a> {
+pub(crate) struct ManifestRequest<'a> {
     /// The endpoint (a mirror or the registry itself).
     pub endpoint: &'a Endpoint,
     /// The repository path on the registry (`library/busybox`).
@@ -66,7 +64,7 @@ pub struct ManifestRequest<'a> {
 }
 
 /// Shared state of all checks in one process: HTTP clients, pings, tokens.
-pub struct Registry {
+pub(crate) struct Registry {
     http: Arc<Http>,
     tokens: TokenCache,
     pings: Mutex<HashMap<String, Arc<OnceCell<Auth>>>>,
@@ -77,7 +75,7 @@ pub struct Registry {
 
 impl Registry {
     /// Assemble the transport stack.
-    pub fn new(
+    pub(crate) fn new(
         ca_files: Vec<std::path::PathBuf>,
         guard: Guard,
         request_timeout: Duration,
@@ -93,17 +91,17 @@ impl Registry {
     }
 
     /// Registry requests sent so far (pings and retries included; token requests excluded).
-    pub fn requests_sent(&self) -> u64 {
+    pub(crate) fn requests_sent(&self) -> u64 {
         self.http.requests_sent()
     }
 
     /// Token fetches so far.
-    pub fn token_fetches(&self) -> u64 {
+    pub(crate) fn token_fetches(&self) -> u64 {
         self.tokens.fetches()
     }
 
     /// The address guard every request and realm goes through.
-    pub fn guard(&self) -> &Guard {
+    pub(crate) fn guard(&self) -> &Guard {
         self.http.guard()
     }
 
@@ -218,7 +216,7 @@ impl Registry {
     ///
     /// `Ok` only for 2xx; every other status is a [`RegistryError::Status`] that records
     /// whether a credential was sent.
-    pub async fn manifest(
+    pub(crate) async fn manifest(
         &self,
         m: &ManifestRequest<'_>,
     ) -> Result<ManifestResponse, RegistryError> {
@@ -292,7 +290,6 @@ impl Registry {
             ..
         } = answer;
         if (200..300).contains(&resp.status) {
-            let size = resp.header("content-length").and_then(|v| v.parse().ok());
             let digest = resp
                 .header("docker-content-digest")
                 .map(str::trim)
@@ -307,7 +304,6 @@ impl Registry {
             Ok(ManifestResponse {
                 digest,
                 media_type,
-                size,
                 body,
                 quota,
             })

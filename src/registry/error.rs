@@ -5,12 +5,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::challenge::Challenge;
-
 /// One entry of a registry error body `{"errors":[{"code","message","detail"}]}`
 /// (OCI distribution-spec "Error Codes").
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-pub struct Diagnostic {
+pub(crate) struct Diagnostic {
     /// Spec code such as `MANIFEST_UNKNOWN`, `NAME_UNKNOWN`, `DENIED`.
     #[serde(default)]
     pub code: String,
@@ -20,7 +18,7 @@ pub struct Diagnostic {
 }
 
 /// Decode the `errors` array of an error body; anything else gives an empty list.
-pub fn parse_diagnostics(body: &[u8]) -> Vec<Diagnostic> {
+pub(crate) fn parse_diagnostics(body: &[u8]) -> Vec<Diagnostic> {
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -33,7 +31,7 @@ pub fn parse_diagnostics(body: &[u8]) -> Vec<Diagnostic> {
 
 /// Why a request produced no HTTP response.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The name did not resolve (the pod's DNS can differ from the node's).
     Dns(String),
     /// TCP connection refused, reset or unreachable.
@@ -70,7 +68,7 @@ impl fmt::Display for Failure {
 /// A failed registry request: either an HTTP status the caller must interpret, or no
 /// response at all.
 #[derive(Debug, Clone)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     /// The registry (or token server) answered with a non-success status.
     Status {
         /// `HEAD`, `GET`.
@@ -81,8 +79,6 @@ pub enum RegistryError {
         status: u16,
         /// Decoded error body (empty for HEAD: HEAD responses have no body).
         diagnostics: Vec<Diagnostic>,
-        /// Challenges from `WWW-Authenticate`.
-        challenges: Vec<Challenge>,
         /// `Retry-After`, when given in seconds.
         retry_after: Option<Duration>,
         /// Whether an `Authorization` header derived from a credential was sent.
@@ -114,14 +110,14 @@ pub enum RegistryError {
 /// `pkg/v1/remote/transport/retry.go` retries the same set; containerd's docker resolver
 /// leaves retries to its callers). The one definition: the transport retries exactly
 /// these, and the engine calls them transient "after retries".
-pub fn is_retryable_status(status: u16) -> bool {
+pub(crate) fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
 }
 
 impl RegistryError {
     /// True for failures worth retrying: no response (except guard refusals, oversized
     /// bodies and redirect loops), and [`is_retryable_status`].
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             RegistryError::Status { status, .. } => is_retryable_status(*status),
             RegistryError::Transport { failure, .. } => !matches!(
@@ -135,7 +131,7 @@ impl RegistryError {
     /// True for a definite "no" that asking again soon will not change: a status that is
     /// not retried (401, 403, 404…) or a destination the guard refuses. Timeouts, outages
     /// and undecodable answers are not refusals.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         match self {
             RegistryError::Status { status, .. } => !is_retryable_status(*status),
             RegistryError::Transport { failure, .. } => matches!(failure, Failure::Guard(_)),
@@ -144,7 +140,7 @@ impl RegistryError {
     }
 
     /// `Retry-After` of a status error.
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             RegistryError::Status { retry_after, .. } => *retry_after,
             _ => None,
@@ -152,7 +148,7 @@ impl RegistryError {
     }
 
     /// HTTP status, if any.
-    pub fn status(&self) -> Option<u16> {
+    pub(crate) fn status(&self) -> Option<u16> {
         match self {
             RegistryError::Status { status, .. } => Some(*status),
             _ => None,
@@ -200,7 +196,7 @@ impl fmt::Display for RegistryError {
 impl std::error::Error for RegistryError {}
 
 /// Collapse whitespace and cut to `max` characters: registry text goes into one-line output.
-pub fn one_line(s: &str, max: usize) -> String {
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     let mut out: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if out.chars().count() > max {
         out = out.chars().take(max).collect::<String>() + "…";
@@ -210,7 +206,7 @@ pub fn one_line(s: &str, max: usize) -> String {
 
 /// Strip userinfo, query and fragment from a URL for messages and logs (the query of a
 /// token request can carry nothing secret, but a hostile realm could).
-pub fn redact_url(url: &url::Url) -> String {
+pub(crate) fn redact_url(url: &url::Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);

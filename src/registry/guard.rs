@@ -35,7 +35,7 @@ use url::Url;
 
 /// The kinds of address a destination may be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AddrClass {
+pub(crate) enum AddrClass {
     /// 127.0.0.0/8, ::1.
     Loopback,
     /// 169.254.0.0/16, fe80::/10.
@@ -71,7 +71,7 @@ impl AddrClass {
 }
 
 /// Classify one address.
-pub fn classify(ip: IpAddr) -> AddrClass {
+pub(crate) fn classify(ip: IpAddr) -> AddrClass {
     let ip = match ip {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
@@ -112,16 +112,16 @@ pub fn classify(ip: IpAddr) -> AddrClass {
 
 /// A set of [`AddrClass`]es.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Classes(u8);
+pub(crate) struct Classes(u8);
 
 impl Classes {
     /// Ordinary addresses only.
-    pub const ORDINARY: Classes = Classes(16);
+    pub(crate) const ORDINARY: Classes = Classes(16);
     /// Every class.
-    pub const ALL: Classes = Classes(31);
+    pub(crate) const ALL: Classes = Classes(31);
 
     /// This set plus `c`.
-    pub const fn with(self, c: AddrClass) -> Classes {
+    pub(crate) const fn with(self, c: AddrClass) -> Classes {
         Classes(
             self.0
                 | match c {
@@ -135,14 +135,14 @@ impl Classes {
     }
 
     /// Whether `c` is in the set.
-    pub fn contains(self, c: AddrClass) -> bool {
+    pub(crate) fn contains(self, c: AddrClass) -> bool {
         self.0 & c.bit() != 0
     }
 }
 
 /// Who chose a destination, which decides the classes it may be on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Destination {
+pub(crate) enum Destination {
     /// A registry endpoint: named by the image reference or by `hosts.toml`.
     Registry,
     /// A host a response sent us to (a token realm, a redirect target); `from` is the class
@@ -155,7 +155,7 @@ pub enum Destination {
 
 /// Configuration of the guard.
 #[derive(Debug, Clone)]
-pub struct GuardPolicy {
+pub(crate) struct GuardPolicy {
     /// Classes a registry endpoint may be on. [`Classes::ALL`] for the CLI;
     /// [`Classes::ORDINARY`] for the webhook (plus loopback with
     /// `--allow-loopback-registries`, for tests and kind clusters).
@@ -183,12 +183,12 @@ impl Default for GuardPolicy {
 /// A refusal, with the reason in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct GuardError(pub String);
+pub(crate) struct GuardError(pub String);
 
 /// The guard: a policy, shared cheaply (one `Arc`). Stateless: every decision is a
 /// function of the policy and its arguments.
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(crate) struct Guard {
     policy: Arc<GuardPolicy>,
     /// Proxy hosts from the environment, trusted wherever they are: the operator chose
     /// them. Behind a proxy the registry's address is the proxy's to check.
@@ -242,7 +242,7 @@ fn url_host(url: &Url) -> Option<String> {
 
 impl Guard {
     /// A guard with the given policy.
-    pub fn new(policy: GuardPolicy) -> Guard {
+    pub(crate) fn new(policy: GuardPolicy) -> Guard {
         Guard {
             policy: Arc::new(policy),
             proxies: Arc::new(proxy_hosts()),
@@ -250,7 +250,7 @@ impl Guard {
     }
 
     /// The classes a destination may be on.
-    pub fn allowed(&self, destination: Destination) -> Classes {
+    pub(crate) fn allowed(&self, destination: Destination) -> Classes {
         match destination {
             Destination::Registry => self.policy.registries,
             Destination::Referral { from } if self.policy.registries.contains(from) => {
@@ -262,7 +262,7 @@ impl Guard {
 
     /// Check a registry endpoint host (`host` or `host:port`) before contacting it: the
     /// deny and allow lists, and an IP literal's class.
-    pub fn admit_registry(&self, endpoint_host: &str) -> Result<(), GuardError> {
+    pub(crate) fn admit_registry(&self, endpoint_host: &str) -> Result<(), GuardError> {
         let host = strip_port(endpoint_host);
         let p = &self.policy;
         if p.deny_hosts.iter().any(|d| host_matches(d, &host)) {
@@ -300,7 +300,7 @@ impl Guard {
     /// Validate a token realm announced by a registry endpoint served over
     /// `endpoint_scheme` from an address of class `from`, before any request or credential
     /// goes to it.
-    pub fn admit_realm(
+    pub(crate) fn admit_realm(
         &self,
         realm: &Url,
         endpoint_scheme: &str,
@@ -325,7 +325,7 @@ impl Guard {
 
     /// Check any outgoing URL (registry request, token request, redirect target) against
     /// `allowed`: no userinfo; an IP literal must be of an allowed class.
-    pub fn admit_url(&self, url: &Url, allowed: Classes) -> Result<(), GuardError> {
+    pub(crate) fn admit_url(&self, url: &Url, allowed: Classes) -> Result<(), GuardError> {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(GuardError("URL carries userinfo".to_string()));
         }
@@ -338,7 +338,7 @@ impl Guard {
 
     /// The DNS resolver for clients that may reach `allowed`: resolves with the system
     /// resolver, then drops every address of another class.
-    pub fn resolver(&self, allowed: Classes) -> Arc<GuardedResolver> {
+    pub(crate) fn resolver(&self, allowed: Classes) -> Arc<GuardedResolver> {
         Arc::new(GuardedResolver {
             guard: self.clone(),
             allowed,
@@ -387,7 +387,7 @@ fn strip_port(host_port: &str) -> String {
 
 /// reqwest DNS resolver that applies the [`Guard`] to resolved addresses.
 #[derive(Debug)]
-pub struct GuardedResolver {
+pub(crate) struct GuardedResolver {
     guard: Guard,
     allowed: Classes,
 }
@@ -395,7 +395,7 @@ pub struct GuardedResolver {
 /// Resolution failure that names the host, so the message can say "cannot resolve".
 #[derive(Debug, thiserror::Error)]
 #[error("cannot resolve {host}: {message}")]
-pub struct DnsError {
+pub(crate) struct DnsError {
     /// The name looked up.
     pub host: String,
     /// The resolver's message.

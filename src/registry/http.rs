@@ -17,7 +17,7 @@ use super::tls::{ClientPool, TlsProfile};
 
 /// A response with its body already read (empty for HEAD).
 #[derive(Debug, Clone)]
-pub struct Response {
+pub(crate) struct Response {
     /// HTTP status.
     pub status: u16,
     /// Response headers.
@@ -31,12 +31,12 @@ pub struct Response {
 
 impl Response {
     /// A header as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// The challenges in `WWW-Authenticate`.
-    pub fn challenges(&self) -> Vec<Challenge> {
+    pub(crate) fn challenges(&self) -> Vec<Challenge> {
         let lines: Vec<&str> = self
             .headers
             .get_all(header::WWW_AUTHENTICATE)
@@ -47,7 +47,7 @@ impl Response {
     }
 
     /// `Retry-After` in seconds (the HTTP-date form is ignored).
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         self.header("retry-after")
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs)
@@ -56,7 +56,7 @@ impl Response {
 
 /// One request to send.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// HEAD or GET (POST for the OAuth2 token form, [`Http::send_form`]).
     pub method: Method,
     /// Full URL.
@@ -79,7 +79,7 @@ pub struct Request {
 }
 
 /// Sends requests; counts them (for tests and metrics).
-pub struct Http {
+pub(crate) struct Http {
     pool: ClientPool,
     guard: Guard,
     request_timeout: Duration,
@@ -88,7 +88,7 @@ pub struct Http {
 
 impl Http {
     /// Wrap a client pool.
-    pub fn new(pool: ClientPool, guard: Guard, request_timeout: Duration) -> Arc<Http> {
+    pub(crate) fn new(pool: ClientPool, guard: Guard, request_timeout: Duration) -> Arc<Http> {
         Arc::new(Http {
             pool,
             guard,
@@ -98,12 +98,12 @@ impl Http {
     }
 
     /// The guard every request goes through.
-    pub fn guard(&self) -> &Guard {
+    pub(crate) fn guard(&self) -> &Guard {
         &self.guard
     }
 
     /// Requests sent so far (every attempt counts).
-    pub fn requests_sent(&self) -> u64 {
+    pub(crate) fn requests_sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 
@@ -115,14 +115,18 @@ impl Http {
     /// as a referral from the address that sent the redirect. At most
     /// [`limits::MAX_REDIRECTS`] requests make one chain, as Go's client (containerd's)
     /// stops after ten. `Authorization` is dropped on a hop to another host or port.
-    pub async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
+    pub(crate) async fn send(
+        &self,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<Response, RegistryError> {
         self.send_with_body(req, None, deadline).await
     }
 
     /// [`Http::send`] with an `application/x-www-form-urlencoded` body (the OAuth2 token
     /// POST). The body goes with every hop that is still a POST (a 307/308 redirect) and is
     /// dropped when a 303 turns the request into a GET.
-    pub async fn send_form(
+    pub(crate) async fn send_form(
         &self,
         req: &Request,
         form: &str,
@@ -157,7 +161,7 @@ impl Http {
 
     /// Run `work` (one exchange of `req`, redirects included) within the request timeout
     /// and the overall deadline, whichever ends first.
-    pub async fn within<T>(
+    pub(crate) async fn within<T>(
         &self,
         req: &Request,
         deadline: Instant,
@@ -174,7 +178,7 @@ impl Http {
     }
 
     /// One request of a chain, redirects not followed.
-    pub async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
+    pub(crate) async fn send_hop(&self, req: &Request) -> Result<Response, RegistryError> {
         self.hop(req, None).await
     }
 
@@ -254,7 +258,7 @@ impl Http {
     }
 
     /// Turn a non-success response into a [`RegistryError::Status`].
-    pub fn status_error(
+    pub(crate) fn status_error(
         req: &Request,
         resp: &Response,
         credential_sent: bool,
@@ -265,7 +269,6 @@ impl Http {
             url: redact_url(&req.url),
             status: resp.status,
             diagnostics: parse_diagnostics(&resp.body),
-            challenges: resp.challenges(),
             retry_after: resp.retry_after(),
             credential_sent,
             from_token_endpoint,
@@ -276,7 +279,7 @@ impl Http {
 /// The request for the hop a redirect answer points to, `None` when `resp` is not a
 /// redirect that can be followed (no usable `Location`: the caller sees the 3xx), or the
 /// reason the hop is refused. 303 turns the request into a GET; HEAD stays HEAD otherwise.
-pub fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> {
+pub(crate) fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request, Failure>> {
     if !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
         return None;
     }

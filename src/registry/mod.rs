@@ -11,15 +11,15 @@
 //! Nothing here decides a verdict: errors carry protocol facts ([`error`]) and the engine
 //! classifies them.
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod challenge;
-pub mod client;
-pub mod error;
-pub mod guard;
+pub(crate) mod client;
+pub(crate) mod error;
+pub(crate) mod guard;
 pub mod hosts;
-pub mod http;
-pub mod limits;
-pub mod quota;
-pub mod retry;
-pub mod tls;
+pub(crate) mod http;
+pub(crate) mod limits;
+pub(crate) mod quota;
+pub(crate) mod retry;
+pub(crate) mod tls;
 pub mod token;

@@ -5,7 +5,7 @@
 
 /// The quota one answer stated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Quota {
+pub(crate) struct Quota {
     /// Pulls allowed per window.
     pub limit: u64,
     /// Pulls left in the current window.
@@ -27,7 +27,7 @@ fn parse_value(v: &str) -> Option<(u64, Option<u64>)> {
 impl Quota {
     /// The quota from the two header values; `None` when either is absent or unreadable
     /// (then the answer states no limit).
-    pub fn from_headers(limit: Option<&str>, remaining: Option<&str>) -> Option<Quota> {
+    pub(crate) fn from_headers(limit: Option<&str>, remaining: Option<&str>) -> Option<Quota> {
         let (limit, lw) = parse_value(limit?)?;
         let (remaining, rw) = parse_value(remaining?)?;
         Some(Quota {

@@ -12,7 +12,7 @@ use super::limits;
 /// Run `op` until it succeeds, fails permanently, runs out of attempts, or the next wait
 /// would cross `deadline`. `op` returns `Err` for retryable statuses as well
 /// ([`RegistryError::is_retryable`] decides).
-pub async fn with_retries<T, F, Fut>(deadline: Instant, op: F) -> Result<T, RegistryError>
+pub(crate) async fn with_retries<T, F, Fut>(deadline: Instant, op: F) -> Result<T, RegistryError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, RegistryError>>,
@@ -52,7 +52,6 @@ mod tests {
             url: "https://r/v2/x/manifests/y".into(),
             status: code,
             diagnostics: vec![],
-            challenges: vec![],
             retry_after,
             credential_sent: false,
             from_token_endpoint: false,

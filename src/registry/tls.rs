@@ -19,7 +19,7 @@ use super::limits;
 
 /// What distinguishes one HTTP client from another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct TlsProfile {
+pub(crate) struct TlsProfile {
     /// Extra CA files (PEM) for this endpoint.
     pub ca_files: Vec<PathBuf>,
     /// Accept any server certificate.
@@ -28,7 +28,7 @@ pub struct TlsProfile {
 
 /// A CA file that could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// Unreadable or not PEM.
     #[error("CA file {path}: {message}; pass a PEM file with one or more CERTIFICATE blocks")]
     CaFile {
@@ -43,12 +43,12 @@ pub enum TlsError {
 }
 
 /// Install the ring crypto provider once per process (reqwest is built without one).
-pub fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Read a PEM file of certificates; errors name the file and say what to pass instead.
-pub fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |m: String| TlsError::CaFile {
         path: path.to_path_buf(),
         message: m,
@@ -64,7 +64,7 @@ pub fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 }
 
 /// Builds and caches HTTP clients per [`TlsProfile`].
-pub struct ClientPool {
+pub(crate) struct ClientPool {
     base_roots: Arc<RootCertStore>,
     guard: Guard,
     user_agent: String,
@@ -73,7 +73,11 @@ pub struct ClientPool {
 
 impl ClientPool {
     /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set. Errors name the file.
-    pub fn new(ca_files: Vec<PathBuf>, guard: Guard, user_agent: String) -> Result<Self, TlsError> {
+    pub(crate) fn new(
+        ca_files: Vec<PathBuf>,
+        guard: Guard,
+        user_agent: String,
+    ) -> Result<Self, TlsError> {
         install_crypto_provider();
         let mut roots = RootCertStore::empty();
         roots.add_parsable_certificates(webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned());
@@ -91,7 +95,7 @@ impl ClientPool {
     /// The client for a profile whose connections may reach `allowed`, built on first use.
     /// Each client resolves names through the guard for its classes, so a connection
     /// pooled for one kind of destination is never reused for another.
-    pub fn client(
+    pub(crate) fn client(
         &self,
         profile: &TlsProfile,
         allowed: Classes,

@@ -23,7 +23,7 @@ use crate::credentials::{Credential, Secret, SecretKind};
 
 /// A bearer token and when to stop using it.
 #[derive(Debug, Clone)]
-pub struct Token {
+pub(crate) struct Token {
     /// The token; `Debug` prints `(redacted)`.
     pub value: Secret,
     /// Expiry, from `expires_in` (at least [`limits::MIN_TOKEN_LIFETIME`]).
@@ -33,7 +33,7 @@ pub struct Token {
 /// Cache key: endpoint `host[:port]`, sorted scope list, credential fingerprint
 /// (`anonymous` without one). One namespace's credential never answers for another's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TokenKey {
+pub(crate) struct TokenKey {
     /// Registry endpoint host.
     pub endpoint: String,
     /// Space-joined sorted scopes.
@@ -48,7 +48,7 @@ type Cell = Arc<OnceCell<Settled>>;
 
 /// Token cache with in-flight coalescing.
 #[derive(Default)]
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     cells: Mutex<HashMap<TokenKey, Cell>>,
     fetched: std::sync::atomic::AtomicU64,
 }
@@ -60,7 +60,7 @@ const REFUSAL_TTL: Duration = Duration::from_secs(10);
 
 impl TokenCache {
     /// Token requests made so far (each fetch counts once, retries included as one).
-    pub fn fetches(&self) -> u64 {
+    pub(crate) fn fetches(&self) -> u64 {
         self.fetched.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -70,7 +70,7 @@ impl TokenCache {
     /// the next caller (with its own deadline) fetches again — one slow answer never turns
     /// the webhook's next seconds of admissions into transient verdicts. A caller dropped
     /// mid-fetch (its deadline passed) leaves the cell empty for the others likewise.
-    pub async fn get_or_fetch<F, Fut>(
+    pub(crate) async fn get_or_fetch<F, Fut>(
         &self,
         key: TokenKey,
         fetch: F,
@@ -130,7 +130,7 @@ pub fn scopes(ours: &str, challenge: &Challenge) -> String {
 }
 
 /// `Authorization: Basic …` for a credential.
-pub fn basic_header(c: &Credential) -> HeaderValue {
+pub(crate) fn basic_header(c: &Credential) -> HeaderValue {
     let raw = format!("{}:{}", c.username, c.password.expose());
     let mut v = HeaderValue::from_str(&format!(
         "Basic {}",
@@ -142,7 +142,7 @@ pub fn basic_header(c: &Credential) -> HeaderValue {
 }
 
 /// What to ask a token realm for.
-pub struct TokenRequest<'a> {
+pub(crate) struct TokenRequest<'a> {
     /// The realm, already admitted by the guard.
     pub realm: &'a Url,
     /// The challenge that named it (`service`).
@@ -159,7 +159,7 @@ pub struct TokenRequest<'a> {
 
 /// The OAuth2 `client_id` pullcheck names itself with (containerd sends `containerd-client`,
 /// the docker CLI `docker`); registries accept any value.
-pub const OAUTH_CLIENT_ID: &str = "pullcheck";
+pub(crate) const OAUTH_CLIENT_ID: &str = "pullcheck";
 
 /// The body of the OAuth2 refresh-token POST, following containerd
 /// `core/remotes/docker/auth/fetch.go` `FetchTokenWithOAuth`: `grant_type=refresh_token`,
@@ -190,7 +190,7 @@ fn refresh_form(refresh_token: &Secret, service: &str, scope: &str) -> String {
 ///
 /// Errors: token endpoint statuses (401/403 → credentials refused), transport failures, an
 /// undecodable body.
-pub async fn fetch(
+pub(crate) async fn fetch(
     http: &Http,
     t: &TokenRequest<'_>,
     deadline: Instant,
@@ -333,7 +333,6 @@ mod tests {
             url: "https://auth.example/token".into(),
             status: 401,
             diagnostics: vec![],
-            challenges: vec![],
             retry_after: None,
             credential_sent: true,
             from_token_endpoint: true,

@@ -4,7 +4,7 @@
 use crate::engine::Outcome;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 #[derive(serde::Serialize)]
 struct Document<'a> {
@@ -14,7 +14,7 @@ struct Document<'a> {
 }
 
 /// The whole document, pretty-printed, with a trailing newline.
-pub fn document(outcomes: &[Outcome], exit_code: u8) -> String {
+pub(crate) fn document(outcomes: &[Outcome], exit_code: u8) -> String {
     let doc = Document {
         schema_version: SCHEMA_VERSION,
         exit_code,

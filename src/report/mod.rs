@@ -4,13 +4,13 @@
 //! - [`json`]: the versioned JSON document for `--output json` (docs/json-schema.md);
 //! - [`termination`]: the ≤ 4 KiB summary the kubelet shows in `kubectl describe pod`.
 
-pub mod json;
-pub mod termination;
-pub mod text;
+pub(crate) mod json;
+pub(crate) mod termination;
+pub(crate) mod text;
 
 /// `s` with control characters (newlines, escapes, NUL…) written as Rust escapes, so text
 /// from an image argument or a registry can't forge extra output lines or terminal codes.
-pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     if s.chars().any(char::is_control) {
         s.chars()
             .map(|c| {

@@ -8,14 +8,14 @@ use crate::engine::Outcome;
 use crate::verdict::Verdict;
 
 /// The kubelet's limit for one container's termination message, in bytes.
-pub const MAX_BYTES: usize = 4096;
+pub(crate) const MAX_BYTES: usize = 4096;
 
 /// The default path inside a Kubernetes container.
-pub const DEFAULT_PATH: &str = "/dev/termination-log";
+pub(crate) const DEFAULT_PATH: &str = "/dev/termination-log";
 
 /// The summary text: a headline, then one line per failing image (pullable ones are only
 /// counted), cut at a line boundary to fit [`MAX_BYTES`].
-pub fn summary(outcomes: &[Outcome], exit_code: u8) -> String {
+pub(crate) fn summary(outcomes: &[Outcome], exit_code: u8) -> String {
     let failing: Vec<&Outcome> = outcomes
         .iter()
         .filter(|o| o.verdict != Verdict::Pullable)
@@ -59,6 +59,6 @@ fn truncate_at_char(mut s: String, max: usize) -> String {
 
 /// Write the summary to `path`. Errors are returned for the caller to log; a failed write
 /// never changes the exit code.
-pub fn write(path: &Path, outcomes: &[Outcome], exit_code: u8) -> std::io::Result<()> {
+pub(crate) fn write(path: &Path, outcomes: &[Outcome], exit_code: u8) -> std::io::Result<()> {
     std::fs::write(path, summary(outcomes, exit_code))
 }

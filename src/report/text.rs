@@ -4,7 +4,7 @@
 use crate::engine::{Outcome, PlatformResult};
 
 /// The line for one outcome (no trailing newline).
-pub fn line(o: &Outcome) -> String {
+pub(crate) fn line(o: &Outcome) -> String {
     let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
     let mut s = format!("{:<17} {}", o.verdict.as_str(), reference);
     if let Some(d) = &o.digest {
@@ -32,7 +32,7 @@ pub fn line(o: &Outcome) -> String {
 }
 
 /// Extra lines for warnings, each prefixed so they read as belonging to the image.
-pub fn warnings(o: &Outcome) -> Vec<String> {
+pub(crate) fn warnings(o: &Outcome) -> Vec<String> {
     let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
     let mut w: Vec<String> = o
         .warnings
@@ -48,7 +48,7 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
 }
 
 /// `sha256:0123456789ab` (first 12 hex characters).
-pub fn short_digest(d: &str) -> String {
+pub(crate) fn short_digest(d: &str) -> String {
     match d.split_once(':') {
         Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
         None => d.to_string(),

@@ -20,7 +20,7 @@ use crate::verdict::Verdict;
 
 /// What a verdict depends on besides the registry's state.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct VerdictKey {
+pub(crate) struct VerdictKey {
     /// `Reference::full()`: `docker.io/library/busybox:latest`, or the image as written if
     /// it does not parse.
     pub reference: String,
@@ -77,13 +77,13 @@ impl Expiry<VerdictKey, Arc<Outcome>> for VerdictExpiry {
 
 /// Shared verdict cache (cheap to clone).
 #[derive(Clone)]
-pub struct VerdictCache {
+pub(crate) struct VerdictCache {
     inner: Cache<VerdictKey, Arc<Outcome>>,
 }
 
 impl VerdictCache {
     /// A cache sized and timed by `cfg`.
-    pub fn new(cfg: &CacheConfig) -> VerdictCache {
+    pub(crate) fn new(cfg: &CacheConfig) -> VerdictCache {
         VerdictCache {
             inner: Cache::builder()
                 .name("pullcheck-verdicts")
@@ -100,7 +100,7 @@ impl VerdictCache {
     /// The cached verdict for `key`, or the result of `lookup` (run at most once per key
     /// at a time). Returns the outcome and whether it came from the cache (a caller that
     /// waited for someone else's lookup counts as a hit).
-    pub async fn get_or_check<F>(&self, key: VerdictKey, lookup: F) -> (Arc<Outcome>, bool)
+    pub(crate) async fn get_or_check<F>(&self, key: VerdictKey, lookup: F) -> (Arc<Outcome>, bool)
     where
         F: Future<Output = Outcome>,
     {
@@ -123,17 +123,6 @@ impl VerdictCache {
             }
             Err(transient) => (Arc::new((*transient).clone()), false),
         }
-    }
-
-    /// Entries stored now (after pending maintenance).
-    pub async fn len(&self) -> u64 {
-        self.inner.run_pending_tasks().await;
-        self.inner.entry_count()
-    }
-
-    /// True when nothing is stored.
-    pub async fn is_empty(&self) -> bool {
-        self.len().await == 0
     }
 }
 

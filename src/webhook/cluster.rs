@@ -33,7 +33,7 @@ use crate::credentials::{DockerConfig, DockerConfigError, Keyring};
 use crate::k8s::templates::pull_secret_names;
 
 /// The in-cluster ServiceAccount directory.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Largest API object read (a Secret is at most 1 MiB).
 const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
 /// Deadline of one API request (the budget may cut it shorter).
@@ -41,7 +41,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A `--apiserver*` setting that keeps the client from being built.
 #[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
+pub(crate) enum ClusterError {
     /// `--apiserver` is not a URL.
     #[error("--apiserver {url}: {source}")]
     Url {
@@ -86,7 +86,7 @@ pub enum ClusterError {
 /// Why one API object could not be read. Cheap to clone: the object cache hands the same
 /// error to every caller that waited for one read.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The budget ended before the request could start.
     #[error("GET {path}: no time left")]
     NoTimeLeft {
@@ -135,7 +135,7 @@ pub enum ReadError {
 
 /// A pull secret of a docker-config type whose data can't be used.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretError {
+pub(crate) enum SecretError {
     /// The data is not base64.
     #[error("data[{key}] is not base64: {source}")]
     Base64 {
@@ -151,7 +151,7 @@ pub enum SecretError {
 
 /// The keyring for one pod template, and what went wrong assembling it.
 #[derive(Debug, Clone, Default)]
-pub struct TemplateCredentials {
+pub(crate) struct TemplateCredentials {
     /// Every usable pull secret, in kubelet order.
     pub keyring: Keyring,
     /// A digest of the secrets' names and contents (`anonymous` when none): equal
@@ -165,7 +165,7 @@ pub struct TemplateCredentials {
 
 impl TemplateCredentials {
     /// No credentials at all.
-    pub fn anonymous() -> TemplateCredentials {
+    pub(crate) fn anonymous() -> TemplateCredentials {
         TemplateCredentials {
             identity: "anonymous".into(),
             ..Default::default()
@@ -174,7 +174,7 @@ impl TemplateCredentials {
 }
 
 /// The API server as seen from inside a pod, if this is one.
-pub fn in_cluster() -> Option<ApiServer> {
+pub(crate) fn in_cluster() -> Option<ApiServer> {
     let host = std::env::var("KUBERNETES_SERVICE_HOST").ok()?;
     let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
     let dir = Path::new(SERVICE_ACCOUNT_DIR);
@@ -195,7 +195,7 @@ pub fn in_cluster() -> Option<ApiServer> {
 }
 
 /// Reads Secrets and ServiceAccounts.
-pub struct Cluster {
+pub(crate) struct Cluster {
     client: reqwest::Client,
     base: Url,
     token_file: Option<PathBuf>,
@@ -205,7 +205,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// A client for `api`; errors name the flag or file.
-    pub fn new(
+    pub(crate) fn new(
         api: &ApiServer,
         ttl: Duration,
         metrics: Arc<Metrics>,
@@ -343,7 +343,7 @@ impl Cluster {
     }
 
     /// The credentials for a pod template in `namespace`.
-    pub async fn credentials(
+    pub(crate) async fn credentials(
         &self,
         namespace: &str,
         template: &Value,
@@ -413,7 +413,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// `imagePullSecrets[].name` of a ServiceAccount object, in order, without duplicates.
-pub fn pull_secret_names_of_sa(sa: &Value) -> Vec<String> {
+pub(crate) fn pull_secret_names_of_sa(sa: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for n in sa
         .get("imagePullSecrets")
@@ -432,7 +432,9 @@ pub fn pull_secret_names_of_sa(sa: &Value) -> Vec<String> {
 /// The docker config in a Secret object (and its raw bytes), per the kubelet's rule: type
 /// `kubernetes.io/dockerconfigjson` with `.dockerconfigjson`, or `kubernetes.io/dockercfg`
 /// with `.dockercfg`, non-empty. `None` for any other secret.
-pub fn docker_config_of(secret: &Value) -> Option<Result<(DockerConfig, Vec<u8>), SecretError>> {
+pub(crate) fn docker_config_of(
+    secret: &Value,
+) -> Option<Result<(DockerConfig, Vec<u8>), SecretError>> {
     let kind = secret.get("type").and_then(Value::as_str)?;
     let (key, json) = match kind {
         "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", true),

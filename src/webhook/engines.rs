@@ -15,7 +15,7 @@ use crate::registry::tls::TlsError;
 use super::config::Config;
 
 /// The platform set as a stable string: `linux/amd64,linux/arm64`.
-pub fn platforms_key(platforms: &[Platform]) -> String {
+pub(crate) fn platforms_key(platforms: &[Platform]) -> String {
     let mut names: Vec<String> = platforms.iter().map(|p| p.to_string()).collect();
     names.sort();
     names.dedup();
@@ -24,7 +24,7 @@ pub fn platforms_key(platforms: &[Platform]) -> String {
 
 /// Build the shared engine. Checks the CA files once, so a bad `--ca-file` fails at
 /// startup rather than per request.
-pub fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
+pub(crate) fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
     let registry = Registry::new(config.ca_files.clone(), guard, config.request_timeout)?;
     let plan = Plan {
         // Per call: see `check_one_with`.

@@ -33,7 +33,7 @@ use crate::registry::guard::Guard;
 use crate::verdict::Verdict;
 
 /// Everything a request needs, shared by all of them.
-pub struct WebhookState {
+pub(crate) struct WebhookState {
     pub config: Arc<Config>,
     /// The one engine; credentials and platforms are passed per image (see [`super::engines`]).
     pub engine: Engine,
@@ -49,7 +49,7 @@ impl WebhookState {
     /// The state for `config`: the engine behind `guard`, the API client when there is an API
     /// server, empty caches. A bad `--ca-file` or `--apiserver*` setting fails here, at
     /// startup, rather than per request.
-    pub fn new(config: Config, guard: Guard) -> Result<WebhookState, WebhookError> {
+    pub(crate) fn new(config: Config, guard: Guard) -> Result<WebhookState, WebhookError> {
         let metrics = Arc::new(Metrics::new());
         let engine = super::engines::build(&config, guard)?;
         let cluster = match &config.apiserver {
@@ -88,7 +88,11 @@ fn encode(resp: AdmissionResponse) -> Value {
 }
 
 /// Answer one review. Returns the HTTP status and the AdmissionReview JSON.
-pub async fn admit(state: &WebhookState, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
+pub(crate) async fn admit(
+    state: &WebhookState,
+    webhook: Webhook,
+    body: &[u8],
+) -> (StatusCode, Value) {
     let started = Instant::now();
     let seconds = || started.elapsed().as_secs_f64();
     let cfg = &state.config;

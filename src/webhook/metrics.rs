@@ -13,7 +13,7 @@ use prometheus_client::registry::Registry;
 
 /// Labels of `pullcheck_admissions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AdmissionLabels {
+pub(crate) struct AdmissionLabels {
     /// `validate` or `mutate`.
     pub webhook: String,
     /// The object's kind (`Job`, `CronJob`, …; `unknown` when undecodable).
@@ -24,28 +24,28 @@ pub struct AdmissionLabels {
 
 /// Labels of per-webhook families.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WebhookLabels {
+pub(crate) struct WebhookLabels {
     /// `validate` or `mutate`.
     pub webhook: String,
 }
 
 /// Labels of `pullcheck_registry_lookups_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
+pub(crate) struct OutcomeLabels {
     /// The verdict (`pullable`, `not_found`, `transient`, …).
     pub outcome: String,
 }
 
 /// Labels of `pullcheck_registry_quota_remaining`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RegistryLabels {
+pub(crate) struct RegistryLabels {
     /// The registry host (`docker.io`).
     pub registry: String,
 }
 
 /// Labels of the cache counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CacheLabels {
+pub(crate) struct CacheLabels {
     /// `verdict` or `secret`.
     pub cache: String,
 }
@@ -56,7 +56,7 @@ fn latency() -> Histogram {
 }
 
 /// Every metric the webhook exports.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     pub admissions: Family<AdmissionLabels, Counter>,
     /// Time from request to answer.
@@ -84,7 +84,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Create and register every family.
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("pullcheck");
         let admissions = Family::<AdmissionLabels, Counter>::default();
         registry.register(
@@ -153,7 +153,7 @@ impl Metrics {
     }
 
     /// Record the quota a registry stated.
-    pub fn quota(&self, registry: &str, remaining: u64) {
+    pub(crate) fn quota(&self, registry: &str, remaining: u64) {
         self.quota_remaining
             .get_or_create(&RegistryLabels {
                 registry: registry.into(),
@@ -162,7 +162,7 @@ impl Metrics {
     }
 
     /// Count one answer.
-    pub fn admission(&self, webhook: &str, kind: &str, verdict: &str, seconds: f64) {
+    pub(crate) fn admission(&self, webhook: &str, kind: &str, verdict: &str, seconds: f64) {
         self.admissions
             .get_or_create(&AdmissionLabels {
                 webhook: webhook.into(),
@@ -178,7 +178,7 @@ impl Metrics {
     }
 
     /// Count a cache hit or miss.
-    pub fn cache(&self, cache: &str, hit: bool) {
+    pub(crate) fn cache(&self, cache: &str, hit: bool) {
         let labels = CacheLabels {
             cache: cache.into(),
         };
@@ -190,7 +190,7 @@ impl Metrics {
     }
 
     /// Count one engine lookup.
-    pub fn lookup(&self, outcome: &str, seconds: f64) {
+    pub(crate) fn lookup(&self, outcome: &str, seconds: f64) {
         self.registry_lookups
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.into(),
@@ -200,7 +200,7 @@ impl Metrics {
     }
 
     /// The OpenMetrics text. `http_requests_sent` is the engine's registry request count.
-    pub fn render(&self, http_requests_sent: u64) -> String {
+    pub(crate) fn render(&self, http_requests_sent: u64) -> String {
         let total = http_requests_sent;
         {
             let mut seen = self.http_seen.lock().expect("metrics lock");

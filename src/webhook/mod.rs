@@ -15,26 +15,24 @@
 //!
 //! [`config`] holds the settings the CLI resolved once; [`metrics`] the Prometheus families.
 
-pub mod cache;
-pub mod cluster;
-pub mod config;
-pub mod engines;
-pub mod handler;
-pub mod metrics;
+pub(crate) mod cache;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod engines;
+pub(crate) mod handler;
+pub(crate) mod metrics;
 pub mod platforms;
 pub mod review;
-pub mod server;
+pub(crate) mod server;
 pub mod triage;
 
 use std::sync::Arc;
 
 pub use config::{Config, Mode};
-pub use review::{Checked, ImageCheck, Policy};
-pub use triage::{Skip, Triage, Webhook};
 
 /// Why the webhook could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
+pub(crate) enum WebhookError {
     /// A registry CA file (`--ca-file`, `SSL_CERT_FILE`) does not load.
     #[error(transparent)]
     Registry(#[from] crate::registry::tls::TlsError),
@@ -48,7 +46,7 @@ pub enum WebhookError {
 
 /// Serve the admission webhook with `config` until SIGTERM, contacting registries only
 /// through `guard`; returns once in-flight requests have drained.
-pub async fn serve(
+pub(crate) async fn serve(
     config: Config,
     guard: crate::registry::guard::Guard,
 ) -> Result<(), WebhookError> {

@@ -18,10 +18,10 @@ use crate::k8s::lint::lint_object;
 use crate::k8s::templates::{Table, is_unpinned};
 use crate::verdict::Verdict;
 
-pub use crate::k8s::MAX_WARNING_CHARS;
+pub(crate) use crate::k8s::MAX_WARNING_CHARS;
 
 /// At most this many warnings are returned; the API server truncates long lists anyway.
-pub const MAX_WARNINGS: usize = 30;
+pub(crate) const MAX_WARNINGS: usize = 30;
 
 /// The lint findings of a checked object, as the validating answer's extra warnings.
 pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
@@ -33,7 +33,7 @@ pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
 
 /// The result of resolving one image.
 #[derive(Debug, Clone)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// The engine's verdict (a transient one counts as not verified).
     Done(Box<Outcome>),
     /// No verdict in time, or the credentials could not be read: why.
@@ -50,17 +50,17 @@ pub struct ImageCheck {
     /// JSON pointer to the image field.
     pub pointer: String,
     /// What resolving it gave.
-    pub result: Checked,
+    pub(crate) result: Checked,
 }
 
 impl ImageCheck {
     /// True when the image is known not to be pullable (deny in enforce mode).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         matches!(&self.result, Checked::Done(o) if !matches!(o.verdict, Verdict::Pullable | Verdict::Transient))
     }
 
     /// True when there is no definite verdict (fail-open / fail-closed applies).
-    pub fn unverified(&self) -> bool {
+    pub(crate) fn unverified(&self) -> bool {
         match &self.result {
             Checked::Done(o) => o.verdict == Verdict::Transient,
             Checked::NotVerified(_) => true,
@@ -68,7 +68,7 @@ impl ImageCheck {
     }
 
     /// `<container>: <reference>: <verdict> (<detail>)`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let (verdict, detail) = match &self.result {
             Checked::Done(o) => (o.verdict.as_str(), o.detail.as_str()),
             Checked::NotVerified(why) => (Verdict::Transient.as_str(), why.as_str()),
@@ -87,7 +87,7 @@ pub struct Policy {
 }
 
 /// Cut a warning to [`MAX_WARNING_CHARS`] characters (an ellipsis marks the cut).
-pub fn fit(text: &str) -> String {
+pub(crate) fn fit(text: &str) -> String {
     crate::k8s::cut_chars(&text.replace(['\n', '\r'], " "), MAX_WARNING_CHARS)
 }
 
@@ -158,7 +158,7 @@ pub fn validate(
 /// Digest pins for the pullable images written without a digest: (pointer, `image@digest`).
 /// The digest is the one the tag resolved to (an index stays an index, never a platform
 /// child), so every node still picks its own platform.
-pub fn pins(checks: &[ImageCheck]) -> Vec<(String, String)> {
+pub(crate) fn pins(checks: &[ImageCheck]) -> Vec<(String, String)> {
     checks
         .iter()
         .filter_map(|c| match &c.result {

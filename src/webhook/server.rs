@@ -32,13 +32,13 @@ use super::handler::{WebhookState, admit};
 use super::triage::Webhook;
 
 /// Largest admission review accepted (the API server's own request limit is 3 MiB).
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 type Shared = Arc<WebhookState>;
 
 /// Why the server could not start or stopped serving.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     /// `--tls-cert` or `--tls-key` can't be read.
     #[error("{flag} {}: {source}", path.display())]
     Read {
@@ -147,7 +147,7 @@ async fn metrics(State(s): State<Shared>) -> Response {
 }
 
 /// `/validate` and `/mutate` (POST), `/healthz`, `/readyz` and `/metrics` (GET).
-pub fn router(state: Shared) -> Router {
+pub(crate) fn router(state: Shared) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
@@ -160,7 +160,7 @@ pub fn router(state: Shared) -> Router {
 /// The routes, answering with `Connection: close` once `closing` is set (after SIGTERM), so
 /// that each keep-alive connection ends right after an answer instead of being closed while
 /// a request may already be on its way.
-pub fn router_closing_when(state: Shared, closing: Arc<AtomicBool>) -> Router {
+pub(crate) fn router_closing_when(state: Shared, closing: Arc<AtomicBool>) -> Router {
     router(state).layer(axum::middleware::map_response(move |mut res: Response| {
         let closing = closing.clone();
         async move {
@@ -175,7 +175,7 @@ pub fn router_closing_when(state: Shared, closing: Arc<AtomicBool>) -> Router {
 
 /// How long requests are still served (with `Connection: close`) after SIGTERM before the
 /// listener closes: a quarter of the grace period, at most 2 s.
-pub fn settle_period(grace: Duration) -> Duration {
+pub(crate) fn settle_period(grace: Duration) -> Duration {
     (grace / 4).min(Duration::from_secs(2))
 }
 
@@ -237,7 +237,7 @@ async fn shutdown_signal() {
 
 /// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
 /// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
-pub async fn serve(state: Shared) -> Result<(), ServeError> {
+pub(crate) async fn serve(state: Shared) -> Result<(), ServeError> {
     crate::registry::tls::install_crypto_provider();
     let pair = read_pair(&state).await?;
     let tls = RustlsConfig::from_pem(pair.0.clone(), pair.1.clone())

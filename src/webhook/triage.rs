@@ -7,7 +7,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::Value;
 
-use crate::k8s::inject::{SKIP_ANNOTATION, skipped};
+use crate::k8s::inject::skipped;
 use crate::k8s::templates::{Table, pod_templates};
 
 /// Which endpoint is answering.
@@ -21,7 +21,7 @@ pub enum Webhook {
 
 impl Webhook {
     /// `validate` or `mutate` (metrics label).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Webhook::Validate => "validate",
             Webhook::Mutate => "mutate",
@@ -52,7 +52,7 @@ pub enum Skip {
 
 impl Skip {
     /// Short reason (logs, metrics label).
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Skip::NoObject => "no_object",
             Skip::Operation => "operation",
@@ -81,19 +81,19 @@ fn api_and_kind(obj: &Value) -> (&str, &str) {
 }
 
 /// True for core v1 Pods.
-pub fn is_pod(obj: &Value) -> bool {
+pub(crate) fn is_pod(obj: &Value) -> bool {
     api_and_kind(obj) == ("v1", "Pod")
 }
 
 /// True for batch CronJobs: the one built-in workload whose pod template may change after
 /// creation (a Job's template is immutable; JobSet and Kubeflow jobs are treated alike).
-pub fn template_is_mutable(obj: &Value) -> bool {
+pub(crate) fn template_is_mutable(obj: &Value) -> bool {
     let (api, kind) = api_and_kind(obj);
     kind == "CronJob" && api.starts_with("batch/")
 }
 
 /// `Kind/name` of the controller owner, if any.
-pub fn controller_owner(obj: &Value) -> Option<String> {
+pub(crate) fn controller_owner(obj: &Value) -> Option<String> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
@@ -106,7 +106,7 @@ pub fn controller_owner(obj: &Value) -> Option<String> {
 
 /// Decide whether a request is checked. `object` and `old` are the review's objects as
 /// JSON (with `apiVersion` and `kind`).
-pub fn triage(
+pub(crate) fn triage(
     operation: &Operation,
     object: Option<&Value>,
     old: Option<&Value>,
@@ -227,7 +227,7 @@ pub fn decode(body: &[u8], table: &Table, webhook: Webhook) -> Result<Decoded, U
 
 /// The object of a review as JSON, with `apiVersion` and `kind` filled from the request
 /// when the object omits them.
-pub fn object_json(obj: &DynamicObject, req_kind: &kube::core::GroupVersionKind) -> Value {
+pub(crate) fn object_json(obj: &DynamicObject, req_kind: &kube::core::GroupVersionKind) -> Value {
     let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
     if let Some(m) = v.as_object_mut() {
         if !m.contains_key("apiVersion") {
@@ -244,9 +244,6 @@ pub fn object_json(obj: &DynamicObject, req_kind: &kube::core::GroupVersionKind)
     }
     v
 }
-
-/// Documented for the chart's `matchConditions`: the annotation that opts a workload out.
-pub const OPT_OUT_ANNOTATION: &str = SKIP_ANNOTATION;
 
 #[cfg(test)]
 pub(super) mod tests {
@@ -328,6 +325,7 @@ pub(super) mod tests {
 
     #[test]
     fn opt_out_annotation_is_the_inject_one() {
-        assert_eq!(OPT_OUT_ANNOTATION, "pullcheck.io/skip");
+        // The chart's matchConditions name the same annotation.
+        assert_eq!(crate::k8s::inject::SKIP_ANNOTATION, "pullcheck.io/skip");
     }
 }

@@ -44,7 +44,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// `"http"` or `"https"`, as written in a URL.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scheme::Http => "http",
             Scheme::Https => "https",
@@ -74,7 +74,7 @@ pub struct Capabilities {
 
 impl Capabilities {
     /// Every capability: the default when `capabilities` is absent or empty.
-    pub const ALL: Capabilities = Capabilities {
+    pub(crate) const ALL: Capabilities = Capabilities {
         pull: true,
         resolve: true,
         push: true,
@@ -89,7 +89,7 @@ impl Capabilities {
 
     /// The enabled capabilities as `hosts.toml` spells them, in the order pull, resolve,
     /// push, referrers (e.g. `["pull", "resolve"]`).
-    pub fn names(&self) -> Vec<&'static str> {
+    pub(crate) fn names(&self) -> Vec<&'static str> {
         [
             (self.pull, "pull"),
             (self.resolve, "resolve"),
