@@ -72,8 +72,8 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
     }
     // The termination log is written even when stdout fails: it is what the Job's pod shows.
     let printed = match a.output {
-        Output::Json => super::print(&json::document(&outcomes, code)),
-        Output::Text => Ok(()),
+        Output::Json => super::print_result(&json::document(&outcomes, code), code),
+        Output::Text => Ok(code),
     };
     if let Some(path) = termination_path(a.termination_log.as_deref())
         && let Err(e) = termination::write(&path, &outcomes, code)
@@ -85,8 +85,7 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
         token_fetches = engine.registry().token_fetches(),
         "done"
     );
-    printed?;
-    Ok(code)
+    printed
 }
 
 fn termination_path(flag: Option<&Path>) -> Option<PathBuf> {

@@ -101,10 +101,10 @@ pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
                 + "\n"
         }
     };
-    super::print(&body)?;
-    Ok(if a.strict && !findings.is_empty() {
+    let code = if a.strict && !findings.is_empty() {
         code::LINT_FINDINGS
     } else {
         code::OK
-    })
+    };
+    super::print_result(&body, code)
 }

@@ -145,6 +145,17 @@ pub fn run() -> ExitCode {
 
 /// Write `text` to stdout and flush it, so that a failed write is seen here rather than
 /// lost when the buffer is dropped at exit.
+/// Write a command's result and return its exit code. A reader that went away (`| head`)
+/// does not change the code: unlike ripgrep's search, the code is the verdict, and a
+/// pipeline with `pipefail` must still see a missing image.
+pub(crate) fn print_result(text: &str, code: u8) -> Result<u8, CliError> {
+    match print(text) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(CliError::Write(e)),
+        Ok(()) => Ok(code),
+    }
+}
+
 pub(crate) fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;

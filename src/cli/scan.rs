@@ -170,8 +170,7 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
             );
         }
     }
-    super::print(&out)?;
-    Ok(code)
+    super::print_result(&out, code)
 }
 
 fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
