@@ -190,28 +190,6 @@ impl Registry {
         Ok(auth_from(&self.send(&req, deadline).await?))
     }
 
-    /// The `Authorization` header for a request to `origin` for `scope` with
-    /// `credential`, as `auth` asks.
-    async fn authorization(
-        &self,
-        origin: &Origin,
-        auth: &Auth,
-        scope: &str,
-        credential: Option<&Credential>,
-        deadline: Instant,
-    ) -> Result<Option<HeaderValue>, RegistryError> {
-        auth::authorization(
-            &self.http,
-            &self.tokens,
-            origin,
-            auth,
-            scope,
-            credential,
-            deadline,
-        )
-        .await
-    }
-
     /// HEAD or GET `/v2/<repository>/manifests/<reference>` on the request's endpoint.
     ///
     /// `Ok` only for 2xx; every other status is a [`RegistryError::Status`] that records
@@ -265,9 +243,16 @@ impl Registry {
             credential,
         };
         let (auth, probed) = self.learn(ep, &req, &chain, deadline).await?;
-        req.authorization = self
-            .authorization(&origin, &auth, scope, credential, deadline)
-            .await?;
+        req.authorization = auth::authorization(
+            &self.http,
+            &self.tokens,
+            &origin,
+            &auth,
+            scope,
+            credential,
+            deadline,
+        )
+        .await?;
         let mut answer = match probed {
             // The unauthenticated probe is the answer when nothing would be sent with it.
             Some(a) if req.authorization.is_none() => a,
@@ -278,9 +263,16 @@ impl Registry {
         if answer.resp.status == 401 && !answer.redirected && !matches!(auth, Auth::Bearer(..)) {
             let retry_auth = auth_from(&answer.resp);
             if let Auth::Bearer(..) = retry_auth {
-                req.authorization = self
-                    .authorization(&origin, &retry_auth, scope, credential, deadline)
-                    .await?;
+                req.authorization = auth::authorization(
+                    &self.http,
+                    &self.tokens,
+                    &origin,
+                    &retry_auth,
+                    scope,
+                    credential,
+                    deadline,
+                )
+                .await?;
                 answer = self.send_chain(&req, &chain, deadline).await?;
             }
         }
@@ -386,9 +378,16 @@ impl Registry {
                         .lock()
                         .expect("referral lock")
                         .insert(origin.key(), auth.clone());
-                    let authorization = self
-                        .authorization(&origin, &auth, chain.scope, chain.credential, deadline)
-                        .await?;
+                    let authorization = auth::authorization(
+                        &self.http,
+                        &self.tokens,
+                        &origin,
+                        &auth,
+                        chain.scope,
+                        chain.credential,
+                        deadline,
+                    )
+                    .await?;
                     if authorization.is_some() && authorization != hop.authorization {
                         hop.authorization = authorization;
                         resp = self.http.send_hop(&hop).await?;
@@ -419,7 +418,9 @@ impl Registry {
                             .cloned();
                         next.authorization = match known {
                             Some(auth) => {
-                                self.authorization(
+                                auth::authorization(
+                                    &self.http,
+                                    &self.tokens,
                                     &origin,
                                     &auth,
                                     chain.scope,
