@@ -174,6 +174,8 @@ check("args: webhook subcommand, enforce, budget 8, both platforms",
       args[0] == "webhook" and "--mode=enforce" in args and "--budget=8" in args
       and "--cluster-platform=linux/amd64" in args and "--cluster-platform=linux/arm64" in args
       and "--fail-closed" not in args and "--allow-loopback-registries" not in args, args)
+check("args: Docker Hub quota-aware platform check by default (affordable, margin 10)",
+      "--metered-get=affordable" in args and "--metered-quota-margin=10" in args, args)
 check("image defaults to appVersion", c["image"] == "ghcr.io/pullcheck/pullcheck:0.1.0", c["image"])
 check("tls volume from the Secret", spec["volumes"][0]["secret"]["secretName"] == "pc-pullcheck-tls")
 pdb = one(docs, "PodDisruptionBudget")
@@ -314,6 +316,7 @@ if len(cms) == 2:
 
 # ---- schema --------------------------------------------------------------------------
 check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)
+check("schema rejects an unknown meteredGet", render("--set", "registry.meteredGet=sometimes", expect_error="must be one of") is None)
 check("schema rejects an unknown value", render("--set", "webhok.mode=warn", expect_error="additional properties") is None)
 check("schema rejects a webhook URL with a path", render("--set", "webhook.url=https://x/validate", expect_error="does not match pattern") is None)
 
