@@ -100,6 +100,11 @@ pub(super) struct Resolver<'a> {
     pub deadline: Instant,
 }
 
+/// How many nested indexes are walked below the first. containerd has no limit
+/// (`core/images/handlers.go` walks children until it reaches manifests); a bound keeps a
+/// hostile registry from leading a check through an endless chain (README's deviation list).
+pub(crate) const MAX_NESTED_INDEXES: usize = 4;
+
 impl Resolver<'_> {
     async fn fetch(
         &self,
@@ -310,9 +315,7 @@ impl Resolver<'_> {
         }
         .with(Verdict::PlatformMissing, detail)
     }
-}
 
-impl Resolver<'_> {
     /// The body of the index a HEAD resolved to on a metered registry: from the cache of
     /// bodies by digest (content-addressed, never stale), else a GET by digest when the
     /// HEAD's quota affords one (no limit stated, or more than `margin` pulls left).
@@ -342,11 +345,6 @@ impl Resolver<'_> {
         Ok(Some(body))
     }
 }
-
-/// How many nested indexes are walked below the first. containerd has no limit
-/// (`core/images/handlers.go` walks children until it reaches manifests); a bound keeps a
-/// hostile registry from leading a check through an endless chain (README's deviation list).
-pub(crate) const MAX_NESTED_INDEXES: usize = 4;
 
 impl Resolver<'_> {
     /// From a chosen index entry down to the manifest the node pulls: while the entry is
