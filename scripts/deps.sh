@@ -1,13 +1,53 @@
 #!/usr/bin/env bash
-# Install what pullcheck's build, demo and tests need on a fresh Debian machine (as root),
-# skipping what is already there. Idempotent.
+# Install what a script needs on a fresh Debian machine (as root), skipping what is already
+# there. Idempotent. Each caller names the groups it uses, so the demo doesn't install a
+# container runtime it never starts:
+#
+#   scripts/deps.sh GROUP...     e.g. scripts/deps.sh registry
+#   scripts/deps.sh              every group (the hardening and end-to-end scripts)
+#   scripts/deps.sh --list       each group and its Debian packages
+#
+#   registry  a throwaway Debian docker-registry and skopeo to push to it (demo, publish test)
+#   test      the integration tests: registry + openssl, htpasswd (basic auth fixtures), jq
+#   static    the musl toolchain and Rust target for the static binary (build-static.sh)
+#   image     assembling and pushing the OCI image (build-image.sh, publish-image.sh)
+#   smoke     running that image under runc in a network namespace (image-smoke.sh)
+#   cluster   the single-node cluster's workload image and network (cluster.sh)
+#   bench     the benchmarks (bench/run.sh)
 set -euo pipefail
-need=()
-for pair in docker-registry:docker-registry skopeo:skopeo runc:runc buildah:buildah \
-            musl-gcc:musl-tools openssl:openssl htpasswd:apache2-utils jq:jq \
-            hyperfine:hyperfine ip:iproute2 busybox:busybox-static; do
-  bin=${pair%%:*}; pkg=${pair#*:}
-  command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
+
+# group -> "command:package" pairs; a package is installed when its command is missing.
+declare -A groups=(
+  [registry]="docker-registry:docker-registry skopeo:skopeo curl:curl"
+  [test]="docker-registry:docker-registry skopeo:skopeo curl:curl openssl:openssl htpasswd:apache2-utils jq:jq"
+  [static]="musl-gcc:musl-tools file:file"
+  [image]="jq:jq file:file skopeo:skopeo"
+  [smoke]="runc:runc skopeo:skopeo docker-registry:docker-registry jq:jq openssl:openssl curl:curl ip:iproute2"
+  [cluster]="busybox:busybox-static musl-gcc:musl-tools ip:iproute2 jq:jq curl:curl"
+  [bench]="hyperfine:hyperfine"
+)
+order=(registry test static image smoke cluster bench)
+
+if [ "${1:-}" = --list ]; then
+  for g in "${order[@]}"; do
+    pkgs=()
+    for pair in ${groups[$g]}; do pkgs+=("${pair#*:}"); done
+    printf '%-9s %s\n' "$g" "${pkgs[*]}"
+  done
+  exit 0
+fi
+
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
+need=() musl_target=0
+for g in "${wanted[@]}"; do
+  [ -n "${groups[$g]+set}" ] || { echo "deps: unknown group '$g' (groups: ${order[*]})" >&2; exit 2; }
+  [ "$g" = static ] && musl_target=1
+  for pair in ${groups[$g]}; do
+    bin=${pair%%:*} pkg=${pair#*:}
+    command -v "$bin" >/dev/null 2>&1 && continue
+    case " ${need[*]} " in *" $pkg "*) ;; *) need+=("$pkg") ;; esac
+  done
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}" >&2
@@ -15,7 +55,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if command -v rustup >/dev/null 2>&1; then
+if [ "$musl_target" = 1 ] && command -v rustup >/dev/null 2>&1; then
   rustup target list --installed | grep -q x86_64-unknown-linux-musl \
     || rustup target add x86_64-unknown-linux-musl >/dev/null
 fi

@@ -16,12 +16,16 @@
 # `kubectl create`.
 #
 # Env: FF_BASELINE_WINDOW (s1, default 120 s), FF_ONFAILURE_WINDOW (s6b, default 1080 s),
-#      FF_OUT (default docs/fail-fast-results.md), FF_WORK (scratch, default /tmp/pullcheck-ff).
+#      FF_OUT (default docs/fail-fast-results.md), FF_WORK (scratch, default /tmp/pullcheck-ff),
+#      FF_DATA (the timelines as CSV, default docs/fail-fast-data/timeline.csv) and FF_CHART
+#      (the SVG scripts/chart.py draws from them, default docs/fail-fast-timeline.svg).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 OUT=${FF_OUT:-$ROOT/docs/fail-fast-results.md}
+DATA=${FF_DATA:-$ROOT/docs/fail-fast-data/timeline.csv}   # the chart's data (scripts/chart.py)
+CHART=${FF_CHART:-$ROOT/docs/fail-fast-timeline.svg}
 WORK=${FF_WORK:-/tmp/pullcheck-ff}
 SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8}
 BASELINE_WINDOW=${FF_BASELINE_WINDOW:-120}
@@ -220,8 +224,25 @@ job_cond() { # NS JOB -> "Type reason: message" of the True Failed/Complete cond
      | "\(.type) \(.reason // ""): \(.message // "")"] | join("; ")'
 }
 
+# timeline_rows ID SAMPLES: the chart's data for one scenario (scripts/chart.py draws it from
+# docs/fail-fast-data/timeline.csv): a row at `kubectl create`, then one per change of the
+# pods, the Job's terminal condition or the requests held (the same changes the doc lists).
+timeline_rows() {
+  mkdir -p "$WORK/timeline"
+  {
+    printf '%s,0.0,0,0,kubectl create\n' "$1"
+    awk -F'\t' -v id="$1" '{
+      ev = "pods " $5; if ($2 != "-" && !done) { ev = "job " $2; done = 1 }
+      gsub(/,/, ";", ev)
+      s = $2 "|" $5 "|" $6 "|" $7
+      if (s != prev) { printf "%s,%s,%s,%s,%s\n", id, $1, $6, $7, ev; prev = s } }' "$2"
+  } >"$WORK/timeline/$1.csv"
+}
+timeline_row() { printf '%s,%s,%s,%s,%s\n' "$@" >>"$WORK/timeline/$1.csv"; } # ID T CPU_M MEM_MI EVENT
+
 save_detail() { # ID TITLE NS JOB SAMPLES MANIFEST [NOTES]
   local id=$1 title=$2 ns=$3 job=$4 samples=$5 manifest=$6 notes=${7:-}
+  timeline_rows "$id" "$samples"
   {
     echo "### $title"
     echo
@@ -263,6 +284,8 @@ s1() {
   summary 1 "**Without pullcheck** (1): after ${BASELINE_WINDOW} s the Job is still active, its pod cycling ErrImagePull/ImagePullBackOff and holding $(alloc_str "$WORK/s1.tsv") of the node; only deleting the Job frees it."
   save_detail 1 "Scenario 1: baseline without pullcheck" $ns baseline "$WORK/s1.tsv" "$f" \
     "At the end of the ${BASELINE_WINDOW} s window: \`$state\`, pods \`$active\`. The reservation was released only by \`kubectl delete job --cascade=foreground\`."
+  timeline_row 1 "$BASELINE_WINDOW.0" "$(tail -1 "$WORK/s1.tsv" | cut -f6)" "$(tail -1 "$WORK/s1.tsv" | cut -f7)" \
+    "window end: Job still active"
 }
 
 # run_failing ID NS JOB MANIFEST MAX -> sets T_FAIL T_FREE (seconds) from samples
@@ -439,6 +462,7 @@ EOF
   local npods njobs
   npods=$("${K[@]}" -n $ns get pods -o name | wc -l)
   njobs=$("${K[@]}" -n $ns get jobs -o name | wc -l)
+  local tafter; tafter=$(rel "$t0" "$(now)")
   # and a present image is admitted
   job_yaml $ns present "$PRESENT" Never 0 >"$WORK/s7-present.yaml"
   local t1 admitted; t1=$(now)
@@ -452,6 +476,10 @@ EOF
   row "7" "\`pullcheck webhook\` (enforce, fail-open) as a ValidatingWebhookConfiguration by \`url\`; plain Job, tag does not exist" \
     "$outcome" "**${tdeny} s** (kubectl create round trip); a present tag was admitted in ${tadm} s" "—" \
     "$(printf '%s' "$out" | md_escape)" "0m / 0Mi (never scheduled)" "0m / 0Mi"
+  mkdir -p "$WORK/timeline"
+  printf '7,0.0,0,0,kubectl create\n' >"$WORK/timeline/7.csv"
+  timeline_row 7 "$tdeny" 0 0 "$([ $rc != 0 ] && echo "rejected at admission" || echo "admitted")"
+  timeline_row 7 "$tafter" 0 0 "checked: $njobs Jobs; $npods pods"
   summary 7 "**Admission webhook** (7): the Job is rejected in ${tdeny} s (the \`kubectl create\` round trip), $njobs Jobs and $npods pods exist afterwards: no reservation at all."
   {
     echo "### Scenario 7: admission webhook"
@@ -574,6 +602,10 @@ scripts/fail-fast-scenarios.sh
 
 ## Summary
 
+![Requests held on the node against seconds since kubectl create: without pullcheck 1 CPU / 2 GiB for the whole run; with the init container for about 3 s; with the webhook never](fail-fast-timeline.svg)
+
+The chart is drawn by \`scripts/chart.py\` from \`docs/fail-fast-data/timeline.csv\`, which this run also wrote.
+
 EOF
   for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/summary/$r" 2>/dev/null || true; done
   cat <<EOF
@@ -653,3 +685,17 @@ EOF
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 log "wrote $OUT (total ${T_TOTAL}s)"
+
+# The chart's data, then the chart (README shows it; .ci/run re-renders it from this file).
+mkdir -p "$(dirname "$DATA")"
+{
+  echo "# pullcheck fail-fast timelines: the requests the scenario's pods hold on the node."
+  echo "# source: recorded by scripts/fail-fast-scenarios.sh on $(date -u +%Y-%m-%d) (the run behind docs/fail-fast-results.md)."
+  echo "# t: seconds from just before \`kubectl create\`; cpu_m, mem_mi: effective requests (millicores, MiB) of the scenario's"
+  echo "# non-terminal pods bound to the node; event: what changed (pods, the Job's terminal condition, admission)."
+  echo "scenario,t,cpu_m,mem_mi,event"
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
+} >"$DATA.new"
+mv "$DATA.new" "$DATA"
+python3 "$ROOT/scripts/chart.py" --data "$DATA" --out "$CHART"
+log "wrote $DATA and $CHART"

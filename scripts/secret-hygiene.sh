@@ -28,7 +28,7 @@
 # the file, line and a redacted excerpt. A planted canary (a base64-only Basic header in a
 # fake capture) must be caught, so a blind scanner can't pass.
 #
-# Needs what scripts/test.sh needs (scripts/deps.sh). The first run builds the test
+# Needs what scripts/test.sh needs (scripts/deps.sh test). The first run builds the test
 # profile into target/hygiene (a few minutes); later runs are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,6 +3,6 @@
 # vectors, real-registry integration tests). Usage: scripts/test.sh [cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh test
 cargo build --locked --bins >&2
 cargo test --locked "$@"
