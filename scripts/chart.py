@@ -25,9 +25,9 @@ OUT = os.path.join(ROOT, "docs", "fail-fast-timeline.svg")
 # empty slot, so a setting not measured yet is visibly missing rather than silently absent.
 LANES = [
     ("1", "No pullcheck"),
-    ("2", "With the init container (pullcheck inject)"),
-    ("7", "With the admission webhook (pullcheck webhook)"),
-    ("watch", "With the watch"),
+    ("2", "With the init container (pullcheck inject: checks the image before the app starts)"),
+    ("7", "With the admission webhook (pullcheck webhook: rejects the Job at kubectl create)"),
+    ("watch", "With the runtime watch (pullcheck watch)"),
 ]
 
 W = 800
@@ -70,7 +70,7 @@ def fmt(x):
 def story(rows):
     """What the lane says in words, from its rows; and the marker (t, label) if any."""
     if not rows:
-        return "no measurements yet: its scenario lands here when the harness runs it", None
+        return "not measured yet: the runtime watch is still being built", None
     peak_c = max(r[1] for r in rows)
     peak_m = max(r[2] for r in rows)
     held_from = next((r[0] for r in rows if r[1] > 0), None)
@@ -88,15 +88,15 @@ def story(rows):
     held = f"{cpu_text(peak_c)} / {mem_text(peak_m)}"
     if terminal and released is not None:
         return (
-            f"{held} held for {fmt(released - held_from)} s: pullcheck exits 11, the pod fails "
-            f"and frees it at {fmt(released)} s",
+            f"{held} held for {fmt(released - held_from)} s: pullcheck exits 11 (image not found), "
+            f"the pod fails and frees it at {fmt(released)} s",
             (terminal[0], f"Job {terminal[3][4:]} at {fmt(terminal[0])} s"),
         )
     if end:
         waits = sorted({w for r in rows for w in ("ErrImagePull", "ImagePullBackOff") if w in r[3]})
-        why = f", the pod loops {' / '.join(waits)}" if waits else ""
+        why = f" while the pod loops {' / '.join(waits)}" if waits else ""
         return (
-            f"{held} held{why}: the Job never fails, only deleting it frees the node",
+            f"{held} held{why}: the Job never fails on its own",
             (end[0], f"still active at {end[0]:g} s, the end of the measurement \u2192"),
         )
     return f"{held} at peak", (terminal[0], f"Job {terminal[3][4:]}") if terminal else None
@@ -132,10 +132,10 @@ def render(data):
         f"<rect x='16' y='60' width='14' height='10' fill='{FILL}' fill-opacity='{FILL_OPACITY}'/>"
     )
     o.append(
-        f"<text x='36' y='69' font-size='12' fill='{INK}'>held: the scheduler can't give it to another pod</text>"
+        f"<text x='36' y='69' font-size='12' fill='{INK}'>held: the scheduler can't give it (or GPUs it asks for) to another pod</text>"
     )
-    o.append(f"<line x1='372' y1='59' x2='372' y2='72' stroke='{INK}' stroke-width='2'/>")
-    o.append(f"<text x='378' y='69' font-size='12' fill='{INK}'>the Job's terminal condition (or its absence)</text>")
+    o.append(f"<line x1='462' y1='59' x2='462' y2='72' stroke='{INK}' stroke-width='2'/>")
+    o.append(f"<text x='468' y='69' font-size='12' fill='{INK}'>the Job ends (Failed or rejected); \u2192 still running</text>")
 
     for i, (sid, title) in enumerate(LANES):
         rows = data.get(sid, [])
