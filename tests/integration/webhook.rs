@@ -26,7 +26,7 @@ fn far() -> SystemTime {
 }
 
 /// A `pullcheck webhook` on a loopback port, with a test-CA certificate of its own.
-struct Webhook {
+pub(crate) struct Webhook {
     running: support::webhook::Webhook,
     dir: tempfile::TempDir,
 }
@@ -41,7 +41,7 @@ impl std::ops::Deref for Webhook {
 
 impl Webhook {
     /// Start with the test CA trusted for registries and loopback registries allowed.
-    fn start(extra: &[&str]) -> Webhook {
+    pub(crate) fn start(extra: &[&str]) -> Webhook {
         let ca = fixture().ca_file.to_string_lossy().into_owned();
         let mut args = vec!["--ca-file", ca.as_str(), "--allow-loopback-registries"];
         args.extend_from_slice(extra);
@@ -107,7 +107,7 @@ impl Webhook {
     }
 
     /// POST to /validate and return `response` (asserting HTTP 200 and the uid).
-    fn validate(&self, review: &Value) -> Value {
+    pub(crate) fn validate(&self, review: &Value) -> Value {
         self.answer("/validate", review)
     }
 
@@ -124,7 +124,7 @@ impl Webhook {
         v["response"].clone()
     }
 
-    fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         let r = self.request("GET", "/metrics", b"");
         assert_eq!(r.status, 200);
         r.text()
@@ -137,7 +137,7 @@ impl Webhook {
 }
 
 /// A captured review with its registry host replaced by `host`.
-fn review(file: &str, host: &str) -> Value {
+pub(crate) fn review(file: &str, host: &str) -> Value {
     let path = format!("{}/tests/data/admission/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text.replace(PLACEHOLDER, host)).unwrap()
