@@ -111,7 +111,7 @@ impl Webhook {
         self.answer("/validate", review)
     }
 
-    fn mutate(&self, review: &Value) -> Value {
+    pub(crate) fn mutate(&self, review: &Value) -> Value {
         self.answer("/mutate", review)
     }
 
@@ -895,4 +895,78 @@ fn the_webhooks_guard_trusts_a_proxy_on_localhost_and_leaves_the_name_to_it() {
         "{asked:?}"
     );
     assert_eq!(reg.token_requests(), 0);
+}
+
+/// The pullcheck init container's `restartPolicy` after `/mutate` of job-create.json.
+fn mutated_restart_policy(wh: &Webhook) -> Value {
+    let rev = review("job-create.json", &fixture().anon.host);
+    let resp = wh.mutate(&rev);
+    let patch = patch_of(&resp).expect("a patch");
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch).unwrap();
+    let c = &obj["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(c["name"], "pullcheck");
+    if c.get("restartPolicy").is_some() {
+        assert_eq!(
+            c["restartPolicyRules"],
+            json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [20]}}])
+        );
+    } else {
+        assert!(c.get("restartPolicyRules").is_none(), "{c}");
+    }
+    c["restartPolicy"].clone()
+}
+
+#[test]
+fn transient_restart_follows_the_apiservers_version_asked_once() {
+    // A scripted stand-in for the Kubernetes API answering only GET /version.
+    let version = |git: &'static str| {
+        Scripted::start(move |_, path| match path {
+            "/version" => (
+                200,
+                vec![("Content-Type".into(), "application/json".into())],
+                json!({"major": "1", "minor": git.split('.').nth(1).unwrap(), "gitVersion": git})
+                    .to_string(),
+            ),
+            _ => (404, vec![], String::new()),
+        })
+    };
+    for (git, want) in [("v1.35.4", json!("Never")), ("v1.33.7", Value::Null)] {
+        let api = version(git);
+        let wh = Webhook::start(&[
+            "--apiserver",
+            &format!("http://{}", api.host),
+            "--transient",
+            "restart",
+        ]);
+        for _ in 0..2 {
+            assert_eq!(mutated_restart_policy(&wh), want, "{git}");
+        }
+        let asked: Vec<String> = api
+            .requests()
+            .into_iter()
+            .filter(|r| r.ends_with("/version"))
+            .collect();
+        assert_eq!(asked, vec!["GET /version".to_string()], "{git}");
+        if want.is_null() {
+            assert!(
+                wh.log().contains("Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"),
+                "{}",
+                wh.log()
+            );
+        }
+    }
+    // No API server to ask: today's policy, said once in the log.
+    let wh = Webhook::start(&["--transient", "restart"]);
+    assert_eq!(mutated_restart_policy(&wh), Value::Null);
+    assert_eq!(mutated_restart_policy(&wh), Value::Null);
+    let log = wh.log();
+    assert_eq!(
+        log.matches(
+            "no Kubernetes API to ask for its version: --transient restart falls back to count"
+        )
+        .count(),
+        1,
+        "{log}"
+    );
 }
