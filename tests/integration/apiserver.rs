@@ -461,6 +461,49 @@ fn missing() -> String {
     format!("{}/oci/app:no-such-tag", fixture().token.host)
 }
 
+/// A second webhook with the main one's arguments and certificate, the one starting with
+/// `flag` replaced by `with`; its configurations come from the chart (release `release`) in
+/// tls.mode=external with that CA as tls.caBundle, for namespaces labeled `label=true`.
+fn second_webhook(env: &Env, release: &str, label: &str, flag: &str, with: &str) -> Webhook {
+    let port = free_port();
+    let args: Vec<String> = env
+        .args
+        .iter()
+        .map(|a| {
+            if a.starts_with("--listen=") {
+                format!("--listen=127.0.0.1:{port}")
+            } else if a.starts_with(flag) {
+                with.to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    assert!(args.iter().any(|a| a == with), "no {flag} in {args:?}");
+    let webhook = support::webhook::start(&args, &env.rust_log);
+    let ca = env.dir.path().join("tls/ca.crt");
+    let rendered = helm_template(
+        release,
+        release,
+        &[
+            "--show-only",
+            "templates/webhooks.yaml",
+            "--set",
+            &format!("webhook.url={}", webhook.base),
+            "--set",
+            "tls.mode=external",
+            "--set-file",
+            &format!("tls.caBundle={}", ca.display()),
+            "--set",
+            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
+            "--set-json",
+            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
+        ],
+    );
+    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+    webhook
+}
+
 // ---- tests -----------------------------------------------------------------------------
 
 #[test]
@@ -811,44 +854,8 @@ fn every_example_passes_server_side_dry_run() {
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn warn_mode_admits_with_warnings_through_external_tls() {
     let env = env().expect("setup");
-    // A second webhook in warn mode, with the same certificate; its configurations come
-    // from the chart in tls.mode=external with that CA as tls.caBundle.
-    let port = free_port();
-    let args: Vec<String> = env
-        .args
-        .iter()
-        .map(|a| {
-            if a.starts_with("--listen=") {
-                format!("--listen=127.0.0.1:{port}")
-            } else if a.starts_with("--mode=") {
-                "--mode=warn".to_string()
-            } else {
-                a.clone()
-            }
-        })
-        .collect();
-    let warn = support::webhook::start(&args, &env.rust_log);
     let label = "pullcheck-e2e/warn";
-    let ca = env.dir.path().join("tls/ca.crt");
-    let rendered = helm_template(
-        "pc-warn",
-        "pc-warn",
-        &[
-            "--show-only",
-            "templates/webhooks.yaml",
-            "--set",
-            &format!("webhook.url={}", warn.base),
-            "--set",
-            "tls.mode=external",
-            "--set-file",
-            &format!("tls.caBundle={}", ca.display()),
-            "--set",
-            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
-            "--set-json",
-            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
-        ],
-    );
-    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+    let warn = second_webhook(env, "pc-warn", label, "--mode=", "--mode=warn");
     let ns = "e2e-warn";
     ensure_namespace(ns, &[(label, "true")]);
     let image = missing();
@@ -1032,44 +1039,14 @@ fn transient_restart_rules_are_accepted_kept_and_validated_by_the_apiserver() {
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn the_webhook_asks_the_apiserver_version_and_injects_restart_rules() {
     let env = env().expect("setup");
-    // A second webhook with --transient=restart, registered for its own namespace label.
-    let port = free_port();
-    let args: Vec<String> = env
-        .args
-        .iter()
-        .map(|a| {
-            if a.starts_with("--listen=") {
-                format!("--listen=127.0.0.1:{port}")
-            } else if a.starts_with("--transient=") {
-                "--transient=restart".to_string()
-            } else {
-                a.clone()
-            }
-        })
-        .collect();
-    assert!(args.iter().any(|a| a == "--transient=restart"), "{args:?}");
-    let restart = support::webhook::start(&args, &env.rust_log);
     let label = "pullcheck-e2e/restart";
-    let ca = env.dir.path().join("tls/ca.crt");
-    let rendered = helm_template(
+    let restart = second_webhook(
+        env,
         "pc-restart",
-        "pc-restart",
-        &[
-            "--show-only",
-            "templates/webhooks.yaml",
-            "--set",
-            &format!("webhook.url={}", restart.base),
-            "--set",
-            "tls.mode=external",
-            "--set-file",
-            &format!("tls.caBundle={}", ca.display()),
-            "--set",
-            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
-            "--set-json",
-            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
-        ],
+        label,
+        "--transient=",
+        "--transient=restart",
     );
-    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
     let ns = "e2e-restart";
     ensure_namespace(ns, &[(label, "true")]);
     let o = create(ns, &job("restarted", &present()));
