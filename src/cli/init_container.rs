@@ -13,6 +13,8 @@ pub(crate) enum Transient {
     Count,
     /// Don't count (set activeDeadlineSeconds to bound the retries).
     Ignore,
+    /// Retry in the same pod (Kubernetes 1.35 container restart rules); count as a fallback.
+    Restart,
 }
 
 impl From<Transient> for TransientAction {
@@ -20,6 +22,7 @@ impl From<Transient> for TransientAction {
         match t {
             Transient::Count => TransientAction::Count,
             Transient::Ignore => TransientAction::Ignore,
+            Transient::Restart => TransientAction::Restart,
         }
     }
 }

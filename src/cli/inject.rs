@@ -8,8 +8,9 @@ use clap::Args;
 use super::init_container::{Transient, validate_options};
 use super::input::{load_table, read_input};
 use super::{CliError, UsageError};
+use crate::k8s::KubernetesVersion;
 use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_stream,
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream,
 };
 use crate::verdict::code;
 
@@ -83,25 +84,50 @@ the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPo
     )]
     pub fail_fast: bool,
 
-    /// Rule action for pullcheck's transient code 20.
+    /// What pullcheck's transient code 20 does: count, ignore or restart.
     #[arg(long = "transient", value_name = "ACTION", help_heading = "Job policy",
         value_enum, default_value_t = Transient::Count,
         long_help = "count: a transient failure (registry down, timeout) uses one of backoffLimit's \
-retries. ignore: it doesn't, so retries only stop at activeDeadlineSeconds (warned when unset).")]
+retries. ignore: it doesn't, so retries only stop at activeDeadlineSeconds (warned when unset). \
+restart (Kubernetes 1.35+, container restart rules): the init container gets restartPolicy Never \
+and a rule restarting it on code 20, so the check is retried in the same pod under the kubelet's \
+back-off, and a permanent code fails the pod at once, also under restartPolicy OnFailure; the \
+podFailurePolicy rule for 20 stays Count (see --fail-fast). Under restartPolicy Never those \
+restarts are not counted toward backoffLimit, so only activeDeadlineSeconds bounds them (warned \
+when unset). Below 1.35 (--kubernetes-version) it falls back to count, with a warning.")]
     pub transient: Transient,
+
+    /// The cluster's Kubernetes version (default: assumed 1.35 or later).
+    #[arg(long = "kubernetes-version", value_name = "MAJOR.MINOR", help_heading = "Job policy",
+        value_parser = parse_kubernetes_version,
+        long_help = "The Kubernetes version of the cluster the manifests are for, e.g. 1.33 or \
+v1.35.4. Unset, inject assumes 1.35 or later (container restart rules beta and on by default). \
+Below 1.35, --transient restart falls back to count with a warning: a 1.34 API server drops the \
+fields while its feature gate is off, an older one rejects restartPolicy Never on an init \
+container. A 1.35 cluster whose ContainerRestartRules gate was turned off drops them too: \
+inject can't tell.")]
+    pub kubernetes_version: Option<KubernetesVersion>,
+}
+
+fn parse_kubernetes_version(text: &str) -> Result<KubernetesVersion, String> {
+    KubernetesVersion::parse(text).ok_or_else(|| "write MAJOR.MINOR, e.g. 1.35".to_string())
 }
 
 impl InjectArgs {
-    /// The library options these flags describe.
-    pub(crate) fn options(&self) -> InjectOptions {
-        InjectOptions {
+    /// The library options these flags describe, and the warning when the cluster's
+    /// version can't carry out `--transient` as asked.
+    pub(crate) fn options(&self) -> (InjectOptions, Option<String>) {
+        let (transient, warning) =
+            TransientAction::from(self.transient).for_cluster(self.kubernetes_version);
+        let options = InjectOptions {
             image: self.image.clone(),
             cpu: self.cpu.clone(),
             memory: self.memory.clone(),
             check_args: self.check_args.clone(),
             fail_fast: self.fail_fast,
-            transient: self.transient.into(),
-        }
+            transient,
+        };
+        (options, warning)
     }
 }
 
@@ -111,8 +137,11 @@ pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
     let text = read_input(&a.filename)?;
     let shown = a.filename.display();
-    let options = a.options();
+    let (options, version_warning) = a.options();
     validate_options(&options, "")?;
+    if let Some(w) = version_warning {
+        eprintln!("pullcheck: warning: {w}");
+    }
     let (out, warnings) =
         inject_stream(&text, &options, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
     for (doc, w) in warnings {

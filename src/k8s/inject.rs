@@ -128,6 +128,9 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     if opts.fail_fast {
         policy::apply(obj, &injected, &templates, opts.transient, &mut out);
     }
+    if opts.transient == TransientAction::Restart {
+        out.extend(policy::unbounded_restarts(obj, &injected));
+    }
     out
 }
 
@@ -242,6 +245,10 @@ fn container(refs: &[String], secrets: &[String], opts: &InjectOptions) -> Value
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
+    if let Some((restart_policy, rules)) = policy::container_restart(opts.transient) {
+        c["restartPolicy"] = restart_policy;
+        c["restartPolicyRules"] = rules;
+    }
     if !secrets.is_empty() {
         c["volumeMounts"] =
             json!([{"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}]);

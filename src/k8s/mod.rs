@@ -43,6 +43,67 @@ pub enum TransientAction {
     Count,
     /// Don't count it: retries are unbounded unless activeDeadlineSeconds is set.
     Ignore,
+    /// Retry in the same pod: the init container gets `restartPolicy: Never` and a
+    /// container restart rule for the transient code (KEP-5307, Kubernetes 1.35), so the
+    /// kubelet restarts it under its back-off; the podFailurePolicy rule stays `Count`, for
+    /// kubelets that ignore the rule and fail the pod instead.
+    Restart,
+}
+
+impl TransientAction {
+    /// The action a cluster of `version` can carry out, and the warning when that is not
+    /// the one asked for. `None`: the version is unknown and assumed recent enough.
+    pub(crate) fn for_cluster(
+        self,
+        version: Option<KubernetesVersion>,
+    ) -> (TransientAction, Option<String>) {
+        match (self, version) {
+            (TransientAction::Restart, Some(v)) if !v.has_container_restart_rules() => (
+                TransientAction::Count,
+                Some(format!(
+                    "Kubernetes {v} has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"
+                )),
+            ),
+            (action, _) => (action, None),
+        }
+    }
+}
+
+/// A Kubernetes minor release, as `--kubernetes-version` or the API server's `/version`
+/// states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct KubernetesVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl KubernetesVersion {
+    /// Reads `1.35`, `v1.35.4` or `v1.35.4-gke.100` (only major and minor count).
+    pub(crate) fn parse(text: &str) -> Option<KubernetesVersion> {
+        let text = text.trim();
+        let text = text.strip_prefix('v').unwrap_or(text);
+        let mut parts = text.split(['.', '-', '+']);
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some(KubernetesVersion { major, minor })
+    }
+
+    /// True from 1.35, where the `ContainerRestartRules` gate is beta and on by default
+    /// (kubernetes `pkg/features/kube_features.go`); 1.34 has it alpha, off by default, and
+    /// an older API server rejects `restartPolicy: Never` on an init container
+    /// (`validateInitContainerRestartPolicy` in `pkg/apis/core/validation/validation.go`).
+    pub(crate) fn has_container_restart_rules(self) -> bool {
+        self >= KubernetesVersion {
+            major: 1,
+            minor: 35,
+        }
+    }
+}
+
+impl std::fmt::Display for KubernetesVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
 }
 
 /// Something the user should know about a document that was (or was not) changed.
@@ -52,4 +113,49 @@ pub struct Warning {
     pub path: String,
     /// One line, at most 120 characters.
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_versions() {
+        let v = |t| KubernetesVersion::parse(t);
+        assert_eq!(
+            v("1.35"),
+            Some(KubernetesVersion {
+                major: 1,
+                minor: 35
+            })
+        );
+        assert_eq!(v("v1.35.4"), v("1.35"));
+        assert_eq!(
+            v("v1.34.2-gke.1000"),
+            Some(KubernetesVersion {
+                major: 1,
+                minor: 34
+            })
+        );
+        assert_eq!(v("1"), None);
+        assert_eq!(v("one.two"), None);
+        assert!(v("1.35").unwrap().has_container_restart_rules());
+        assert!(v("1.36").unwrap().has_container_restart_rules());
+        assert!(!v("1.34").unwrap().has_container_restart_rules());
+    }
+
+    #[test]
+    fn restart_falls_back_to_count_below_1_35() {
+        let r = TransientAction::Restart;
+        assert_eq!(r.for_cluster(None), (r, None));
+        assert_eq!(r.for_cluster(KubernetesVersion::parse("1.35")), (r, None));
+        let (action, warning) = r.for_cluster(KubernetesVersion::parse("1.33"));
+        assert_eq!(action, TransientAction::Count);
+        assert_eq!(
+            warning.unwrap(),
+            "Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"
+        );
+        let i = TransientAction::Ignore;
+        assert_eq!(i.for_cluster(KubernetesVersion::parse("1.20")), (i, None));
+    }
 }

@@ -32,7 +32,9 @@ pub(crate) fn transient_code() -> u8 {
 /// The two rules pullcheck owns: permanent codes → FailJob, transient → Count (or Ignore).
 pub(crate) fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
     let action = match transient {
-        TransientAction::Count => "Count",
+        // With restart rules the kubelet retries code 20 in place; a pod still failing with
+        // it ran on a kubelet that ignores the rules, and costs a backoffLimit retry.
+        TransientAction::Count | TransientAction::Restart => "Count",
         TransientAction::Ignore => "Ignore",
     };
     let on = |codes: Vec<u8>| json!({"containerName": CONTAINER_NAME, "operator": "In", "values": codes});
@@ -40,6 +42,45 @@ pub(crate) fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
         json!({"action": "FailJob", "onExitCodes": on(permanent_codes())}),
         json!({"action": action, "onExitCodes": on(vec![transient_code()])}),
     ]
+}
+
+/// The init container's own restart policy and rules (KEP-5307; k8s.io/api core/v1
+/// `Container.restartPolicy` and `ContainerRestartRule`): with [`TransientAction::Restart`]
+/// the container is never restarted but on the transient code, so a permanent code fails
+/// the pod at once whatever the pod's restartPolicy. `None` for the other actions.
+pub(crate) fn container_restart(transient: TransientAction) -> Option<(Value, Value)> {
+    (transient == TransientAction::Restart).then(|| {
+        (
+            json!("Never"),
+            json!([{
+                "action": "Restart",
+                "exitCodes": {"operator": "In", "values": [transient_code()]},
+            }]),
+        )
+    })
+}
+
+/// Warnings for in-place retries that nothing bounds: a template with restartPolicy Never
+/// (whose container restarts don't count toward backoffLimit: the Job controller's
+/// `pastBackoffLimitOnFailure` counts them only under OnFailure) and no
+/// activeDeadlineSeconds on the pod or its Job.
+pub(super) fn unbounded_restarts(obj: &Value, injected: &[PodTemplateRef]) -> Vec<Warning> {
+    injected
+        .iter()
+        .filter(|t| str_at(obj, &format!("{}/spec/restartPolicy", t.pointer)) == Some("Never"))
+        .filter(|t| {
+            let on_pod = format!("{}/spec/activeDeadlineSeconds", t.pointer);
+            let on_job = t
+                .job_spec
+                .as_ref()
+                .map(|j| format!("{j}/activeDeadlineSeconds"));
+            obj.pointer(&on_pod).is_none() && on_job.is_none_or(|p| obj.pointer(&p).is_none())
+        })
+        .map(|t| Warning {
+            path: t.job_spec.clone().unwrap_or_else(|| t.pointer.clone()),
+            message: "code 20 restarts in place and no activeDeadlineSeconds: a registry outage retries forever".into(),
+        })
+        .collect()
 }
 
 /// True for a rule keyed on the pullcheck container (one that `inject` owns and rewrites).

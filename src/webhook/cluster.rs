@@ -30,6 +30,7 @@ use url::Url;
 use super::config::ApiServer;
 use super::metrics::Metrics;
 use crate::credentials::{DockerConfig, DockerConfigError, Keyring};
+use crate::k8s::KubernetesVersion;
 use crate::k8s::templates::pull_secret_names;
 
 /// The in-cluster ServiceAccount directory.
@@ -201,6 +202,8 @@ pub(crate) struct Cluster {
     token_file: Option<PathBuf>,
     objects: Cache<String, Option<Arc<Value>>>,
     metrics: Arc<Metrics>,
+    /// The API server's version, once it answered (`None` inside: no readable version).
+    version: tokio::sync::OnceCell<Option<KubernetesVersion>>,
 }
 
 impl Cluster {
@@ -266,6 +269,7 @@ impl Cluster {
                 .time_to_live(ttl)
                 .build(),
             metrics,
+            version: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -321,6 +325,26 @@ impl Cluster {
                 path,
                 source: Arc::new(e),
             })
+    }
+
+    /// The API server's Kubernetes version from `GET /version`, asked once: the first
+    /// answer (or a 404, giving `None`) is kept for the life of the process; a failed
+    /// request is not, so the next call asks again.
+    pub(crate) async fn version(
+        &self,
+        deadline: Instant,
+    ) -> Result<Option<KubernetesVersion>, ReadError> {
+        self.version
+            .get_or_try_init(|| async {
+                let mut url = self.base.clone();
+                url.set_path("/version");
+                Ok(self
+                    .fetch(url, deadline)
+                    .await?
+                    .and_then(|v| version_of(&v)))
+            })
+            .await
+            .copied()
     }
 
     /// One object, through the cache.
@@ -399,6 +423,18 @@ impl Cluster {
         }
         out
     }
+}
+
+/// The version in a `/version` answer: `gitVersion` (`v1.35.4`), else `major` and `minor`
+/// (the minor may carry a `+`, as managed clusters write it).
+fn version_of(v: &Value) -> Option<KubernetesVersion> {
+    let field = |k: &str| v.get(k).and_then(Value::as_str);
+    field("gitVersion")
+        .and_then(KubernetesVersion::parse)
+        .or_else(|| {
+            let minor = field("minor")?.trim_end_matches('+');
+            KubernetesVersion::parse(&format!("{}.{minor}", field("major")?))
+        })
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -491,6 +527,19 @@ mod tests {
     fn service_account_pull_secrets_in_order() {
         let sa = json!({"imagePullSecrets": [{"name": "b"}, {"name": "a"}, {"name": "b"}, {}]});
         assert_eq!(pull_secret_names_of_sa(&sa), vec!["b", "a"]);
+    }
+
+    #[test]
+    fn versions_from_the_version_endpoint() {
+        let v = |j: Value| version_of(&j);
+        let want = KubernetesVersion::parse("1.35");
+        assert_eq!(
+            v(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.4"})),
+            want
+        );
+        assert_eq!(v(json!({"major": "1", "minor": "35+"})), want);
+        assert_eq!(v(json!({"gitVersion": "v1.35.4-eks-1234"})), want);
+        assert_eq!(v(json!({"kind": "Status"})), None);
     }
 
     #[test]

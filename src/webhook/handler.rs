@@ -26,6 +26,7 @@ use super::review::{self, Checked, ImageCheck, Policy};
 use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
 use crate::engine::{Engine, PlatformPolicy};
+use crate::k8s::inject::{InjectOptions, TransientAction};
 use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
@@ -43,6 +44,8 @@ pub(crate) struct WebhookState {
     pub metrics: Arc<Metrics>,
     /// False until serving, and again once shutdown starts.
     pub ready: AtomicBool,
+    /// The `--transient` action the API server's version allows, once known.
+    transient: tokio::sync::OnceCell<TransientAction>,
 }
 
 impl WebhookState {
@@ -68,7 +71,51 @@ impl WebhookState {
             cluster,
             metrics,
             ready: AtomicBool::new(false),
+            transient: tokio::sync::OnceCell::new(),
         })
+    }
+}
+
+/// `--transient` as the cluster can carry it out: `restart` only where the API server's
+/// version (asked once) has container restart rules; otherwise `count`, with a warning in
+/// the log. A failed `/version` request falls back for this review only.
+async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientAction {
+    let asked = state.config.inject.transient;
+    if asked != TransientAction::Restart {
+        return asked;
+    }
+    let resolved = state
+        .transient
+        .get_or_try_init(|| async {
+            let Some(cluster) = &state.cluster else {
+                tracing::warn!(
+                    "no Kubernetes API to ask for its version: --transient restart falls back to count"
+                );
+                return Ok(TransientAction::Count);
+            };
+            let version = cluster.version(deadline).await?;
+            let (action, warning) = match version {
+                Some(v) => asked.for_cluster(Some(v)),
+                None => (
+                    TransientAction::Count,
+                    Some("the API server states no version: --transient restart falls back to count".into()),
+                ),
+            };
+            match warning {
+                Some(w) => tracing::warn!("{w}"),
+                None => tracing::info!(version = %version.map(|v| v.to_string()).unwrap_or_default(), "--transient restart: init containers get container restart rules"),
+            }
+            Ok::<_, super::cluster::ReadError>(action)
+        })
+        .await;
+    match resolved {
+        Ok(action) => *action,
+        Err(e) => {
+            tracing::warn!(
+                "API server version unknown ({e}): --transient restart falls back to count for this review"
+            );
+            TransientAction::Count
+        }
     }
 }
 
@@ -143,7 +190,11 @@ pub(crate) async fn admit(
                 } else {
                     Vec::new()
                 };
-                let resp = review::mutate(&req, &obj, &pins, &cfg.inject, &cfg.table);
+                let inject = InjectOptions {
+                    transient: transient_action(state, answer_by(started, cfg.budget)).await,
+                    ..cfg.inject.clone()
+                };
+                let resp = review::mutate(&req, &obj, &pins, &inject, &cfg.table);
                 let label = if resp.patch.is_some() {
                     "patched"
                 } else {

@@ -461,6 +461,49 @@ fn missing() -> String {
     format!("{}/oci/app:no-such-tag", fixture().token.host)
 }
 
+/// A second webhook with the main one's arguments and certificate, the one starting with
+/// `flag` replaced by `with`; its configurations come from the chart (release `release`) in
+/// tls.mode=external with that CA as tls.caBundle, for namespaces labeled `label=true`.
+fn second_webhook(env: &Env, release: &str, label: &str, flag: &str, with: &str) -> Webhook {
+    let port = free_port();
+    let args: Vec<String> = env
+        .args
+        .iter()
+        .map(|a| {
+            if a.starts_with("--listen=") {
+                format!("--listen=127.0.0.1:{port}")
+            } else if a.starts_with(flag) {
+                with.to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    assert!(args.iter().any(|a| a == with), "no {flag} in {args:?}");
+    let webhook = support::webhook::start(&args, &env.rust_log);
+    let ca = env.dir.path().join("tls/ca.crt");
+    let rendered = helm_template(
+        release,
+        release,
+        &[
+            "--show-only",
+            "templates/webhooks.yaml",
+            "--set",
+            &format!("webhook.url={}", webhook.base),
+            "--set",
+            "tls.mode=external",
+            "--set-file",
+            &format!("tls.caBundle={}", ca.display()),
+            "--set",
+            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
+            "--set-json",
+            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
+        ],
+    );
+    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+    webhook
+}
+
 // ---- tests -----------------------------------------------------------------------------
 
 #[test]
@@ -815,44 +858,8 @@ fn every_example_passes_server_side_dry_run() {
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn warn_mode_admits_with_warnings_through_external_tls() {
     let env = env().expect("setup");
-    // A second webhook in warn mode, with the same certificate; its configurations come
-    // from the chart in tls.mode=external with that CA as tls.caBundle.
-    let port = free_port();
-    let args: Vec<String> = env
-        .args
-        .iter()
-        .map(|a| {
-            if a.starts_with("--listen=") {
-                format!("--listen=127.0.0.1:{port}")
-            } else if a.starts_with("--mode=") {
-                "--mode=warn".to_string()
-            } else {
-                a.clone()
-            }
-        })
-        .collect();
-    let warn = support::webhook::start(&args, &env.rust_log);
     let label = "pullcheck-e2e/warn";
-    let ca = env.dir.path().join("tls/ca.crt");
-    let rendered = helm_template(
-        "pc-warn",
-        "pc-warn",
-        &[
-            "--show-only",
-            "templates/webhooks.yaml",
-            "--set",
-            &format!("webhook.url={}", warn.base),
-            "--set",
-            "tls.mode=external",
-            "--set-file",
-            &format!("tls.caBundle={}", ca.display()),
-            "--set",
-            "webhook.namespaceSelector.matchLabels.pullcheck\\.io/enabled=null",
-            "--set-json",
-            &format!("webhook.namespaceSelector.matchLabels={{\"{label}\":\"true\"}}"),
-        ],
-    );
-    kubectl_ok(&["apply", "-f", "-"], Some(&rendered));
+    let warn = second_webhook(env, "pc-warn", label, "--mode=", "--mode=warn");
     let ns = "e2e-warn";
     ensure_namespace(ns, &[(label, "true")]);
     let image = missing();
@@ -916,4 +923,144 @@ fn chart_pods_pass_pod_security_restricted() {
         checked += 1;
     }
     assert_eq!(checked, 2);
+}
+
+/// The pullcheck init container's restart fields under `--transient restart` (KEP-5307).
+fn restart_fields() -> (Value, Value) {
+    (
+        json!("Never"),
+        json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [20]}}]),
+    )
+}
+
+/// `restartPolicy` and `restartPolicyRules` of the first init container at `pointer`.
+fn init_restart(obj: &Value, pointer: &str) -> (Value, Value) {
+    let c = obj
+        .pointer(&format!("{pointer}/spec/initContainers/0"))
+        .unwrap_or_else(|| panic!("no init container at {pointer}: {obj}"));
+    assert_eq!(c["name"], "pullcheck");
+    (c["restartPolicy"].clone(), c["restartPolicyRules"].clone())
+}
+
+#[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
+fn transient_restart_rules_are_accepted_kept_and_validated_by_the_apiserver() {
+    let _env = env().expect("setup");
+    let version: Value =
+        serde_json::from_str(&kubectl_ok(&["version", "-o", "json"], None)).unwrap();
+    let server = version["serverVersion"]["gitVersion"].as_str().unwrap();
+    assert!(server.starts_with("v1.35."), "kube-apiserver {server}");
+    // Not labeled: the webhook stays out, what is stored is what inject wrote.
+    let ns = "e2e-restart-rules";
+    ensure_namespace(ns, &[]);
+    // No controller-manager here: the bare Pod below needs its ServiceAccount made by hand.
+    service_account(ns, "default", &[]);
+    for (name, restart_policy) in [
+        ("restart-never", "Never"),
+        ("restart-onfailure", "OnFailure"),
+    ] {
+        let mut j = job(name, &present());
+        j["spec"]["activeDeadlineSeconds"] = json!(900);
+        j["spec"]["template"]["spec"]["restartPolicy"] = json!(restart_policy);
+        let out = support::process::output(
+            support::process::pullcheck().args([
+                "inject",
+                "--fail-fast",
+                "--transient",
+                "restart",
+                "--kubernetes-version",
+                server,
+                "-f",
+                "-",
+            ]),
+            Some(j.to_string().as_bytes()),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let injected = String::from_utf8(out.stdout).unwrap();
+        kubectl_ok(&["-n", ns, "create", "-f", "-"], Some(&injected));
+        let stored = get_json(&["-n", ns, "job", name]);
+        // The fields survived: a 1.35 apiserver with the gate off would drop them here.
+        assert_eq!(
+            init_restart(&stored, "/spec/template"),
+            restart_fields(),
+            "{name}"
+        );
+        if restart_policy == "Never" {
+            let rules = &stored["spec"]["podFailurePolicy"]["rules"];
+            assert_eq!(rules[1]["action"], "Count", "{rules}");
+            assert_eq!(rules[1]["onExitCodes"]["values"], json!([20]));
+        } else {
+            assert!(stored["spec"].get("podFailurePolicy").is_none());
+        }
+        // The same pod spec as a bare Pod (what the Job controller would create).
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": stored["spec"]["template"]["spec"]});
+        let dry: Value = serde_json::from_str(&kubectl_ok(
+            &[
+                "-n",
+                ns,
+                "create",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            Some(&pod.to_string()),
+        ))
+        .unwrap();
+        assert_eq!(init_restart(&dry, ""), restart_fields(), "{name} pod");
+    }
+    // Rules without restartPolicy: refused, so the API really validates them.
+    let mut j = get_json(&["-n", ns, "job", "restart-never"]);
+    let spec = j["spec"]["template"]["spec"].clone();
+    let mut bad = job("restart-rules-alone", &present());
+    bad["spec"]["template"]["spec"] = spec;
+    bad["spec"]["template"]["spec"]["initContainers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("restartPolicy");
+    bad["spec"]["podFailurePolicy"] = j["spec"]["podFailurePolicy"].take();
+    let o = kubectl(
+        &["-n", ns, "create", "--dry-run=server", "-f", "-"],
+        Some(&bad.to_string()),
+    );
+    assert!(!o.ok, "accepted: {}", o.stdout);
+    assert!(
+        o.stderr.contains(
+            "spec.template.spec.initContainers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used"
+        ),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
+fn the_webhook_asks_the_apiserver_version_and_injects_restart_rules() {
+    let env = env().expect("setup");
+    let label = "pullcheck-e2e/restart";
+    let restart = second_webhook(
+        env,
+        "pc-restart",
+        label,
+        "--transient=",
+        "--transient=restart",
+    );
+    let ns = "e2e-restart";
+    ensure_namespace(ns, &[(label, "true")]);
+    let o = create(ns, &job("restarted", &present()));
+    assert!(o.ok, "refused: {}\nlog:\n{}", o.stderr, restart.log());
+    let stored = get_json(&["-n", ns, "job", "restarted"]);
+    assert_eq!(init_restart(&stored, "/spec/template"), restart_fields());
+    let log = restart.log();
+    assert!(
+        log.contains("--transient restart: init containers get container restart rules")
+            && log.contains("1.35"),
+        "{log}"
+    );
 }

@@ -467,3 +467,127 @@ fn binary_bad_input_is_a_one_line_usage_error() {
         "{err}"
     );
 }
+
+fn restart() -> InjectOptions {
+    InjectOptions {
+        transient: TransientAction::Restart,
+        ..fail_fast()
+    }
+}
+
+/// The init container's restart fields under `--transient restart`.
+fn restart_fields(v: &Value) -> (Value, Value) {
+    let c = &v["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(c["name"], "pullcheck");
+    (c["restartPolicy"].clone(), c["restartPolicyRules"].clone())
+}
+
+#[test]
+fn transient_restart_puts_a_restart_rule_on_the_init_container_and_keeps_count() {
+    let mut v = doc(JOB);
+    let w = run(&mut v, &restart());
+    assert_eq!(
+        restart_fields(&v),
+        (
+            json!("Never"),
+            json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [20]}}])
+        )
+    );
+    let rule = |action: &str, codes: Value| json!({"action": action, "onExitCodes": {"containerName": "pullcheck", "operator": "In", "values": codes}});
+    assert_eq!(
+        v["spec"]["podFailurePolicy"]["rules"],
+        json!([
+            rule("FailJob", json!([10, 11, 12, 13, 14])),
+            rule("Count", json!([20]))
+        ])
+    );
+    assert_eq!(
+        w,
+        vec![(
+            "/spec".to_string(),
+            "code 20 restarts in place and no activeDeadlineSeconds: a registry outage retries forever".to_string()
+        )]
+    );
+    // Idempotent, like every other field.
+    let once = to_yaml(&v).unwrap();
+    run(&mut v, &restart());
+    assert_eq!(to_yaml(&v).unwrap(), once);
+
+    // A deadline on the Job or on the pod bounds the retries.
+    for pointer in ["/spec", "/spec/template/spec"] {
+        let mut bounded = doc(JOB);
+        bounded.pointer_mut(pointer).unwrap()["activeDeadlineSeconds"] = json!(900);
+        assert_eq!(run(&mut bounded, &restart()), vec![], "{pointer}");
+    }
+    // Under OnFailure the in-place restarts count toward backoffLimit: bounded, no warning
+    // beyond the podFailurePolicy one; the rule is there all the same, so a permanent code
+    // fails the pod at once instead of crash-looping.
+    let mut on_failure = doc(&JOB.replace("restartPolicy: Never", "restartPolicy: OnFailure"));
+    let w = run(&mut on_failure, &restart());
+    assert_eq!(restart_fields(&on_failure).0, "Never");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].0, "/spec/template/spec/restartPolicy");
+    // Without --fail-fast: the container's rule, no Job policy.
+    let mut plain = doc(JOB);
+    run(
+        &mut plain,
+        &InjectOptions {
+            fail_fast: false,
+            ..restart()
+        },
+    );
+    assert_eq!(restart_fields(&plain).0, "Never");
+    assert!(plain["spec"].get("podFailurePolicy").is_none());
+    // count and ignore leave the container's restart policy to the pod's.
+    for transient in [TransientAction::Count, TransientAction::Ignore] {
+        let mut v = doc(JOB);
+        run(
+            &mut v,
+            &InjectOptions {
+                transient,
+                ..fail_fast()
+            },
+        );
+        assert_eq!(restart_fields(&v), (Value::Null, Value::Null));
+    }
+}
+
+#[test]
+fn binary_transient_restart_follows_the_kubernetes_version() {
+    fn args(version: Option<&str>) -> Vec<&str> {
+        let mut a = vec!["inject", "--fail-fast", "--transient", "restart"];
+        if let Some(v) = version {
+            a.extend(["--kubernetes-version", v]);
+        }
+        a.extend(["-f", "-"]);
+        a
+    }
+    let bounded = JOB.replace(
+        "spec:\n  template:",
+        "spec:\n  activeDeadlineSeconds: 900\n  template:",
+    );
+    for version in [None, Some("1.35"), Some("v1.36.0")] {
+        let (code, out, err) = binary(&args(version), &bounded);
+        assert_eq!((code, err.as_str()), (0, ""), "{version:?}");
+        assert_eq!(restart_fields(&doc(&out)).0, "Never", "{version:?}");
+    }
+    for version in ["1.34", "1.33"] {
+        let (code, out, err) = binary(&args(Some(version)), &bounded);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "pullcheck: warning: Kubernetes {version} has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count\n"
+            )
+        );
+        let count = InjectOptions {
+            fail_fast: true,
+            ..Default::default()
+        };
+        let (lib, _) = inject_stream(&bounded, &count, &Table::builtin()).unwrap();
+        assert_eq!(out, lib, "today's policy: count");
+    }
+    let (code, _, err) = binary(&args(Some("latest")), JOB);
+    assert_eq!(code, 2);
+    assert!(err.contains("write MAJOR.MINOR, e.g. 1.35"), "{err}");
+}

@@ -15,6 +15,7 @@ mod hostile;
 mod inject;
 mod k8s_examples;
 mod lint;
+mod metered;
 mod mirrors_explain;
 mod redirects;
 mod regression;

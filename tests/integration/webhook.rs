@@ -26,7 +26,7 @@ fn far() -> SystemTime {
 }
 
 /// A `pullcheck webhook` on a loopback port, with a test-CA certificate of its own.
-struct Webhook {
+pub(crate) struct Webhook {
     running: support::webhook::Webhook,
     dir: tempfile::TempDir,
 }
@@ -41,7 +41,7 @@ impl std::ops::Deref for Webhook {
 
 impl Webhook {
     /// Start with the test CA trusted for registries and loopback registries allowed.
-    fn start(extra: &[&str]) -> Webhook {
+    pub(crate) fn start(extra: &[&str]) -> Webhook {
         let ca = fixture().ca_file.to_string_lossy().into_owned();
         let mut args = vec!["--ca-file", ca.as_str(), "--allow-loopback-registries"];
         args.extend_from_slice(extra);
@@ -107,11 +107,11 @@ impl Webhook {
     }
 
     /// POST to /validate and return `response` (asserting HTTP 200 and the uid).
-    fn validate(&self, review: &Value) -> Value {
+    pub(crate) fn validate(&self, review: &Value) -> Value {
         self.answer("/validate", review)
     }
 
-    fn mutate(&self, review: &Value) -> Value {
+    pub(crate) fn mutate(&self, review: &Value) -> Value {
         self.answer("/mutate", review)
     }
 
@@ -124,7 +124,7 @@ impl Webhook {
         v["response"].clone()
     }
 
-    fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         let r = self.request("GET", "/metrics", b"");
         assert_eq!(r.status, 200);
         r.text()
@@ -137,7 +137,7 @@ impl Webhook {
 }
 
 /// A captured review with its registry host replaced by `host`.
-fn review(file: &str, host: &str) -> Value {
+pub(crate) fn review(file: &str, host: &str) -> Value {
     let path = format!("{}/tests/data/admission/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text.replace(PLACEHOLDER, host)).unwrap()
@@ -895,4 +895,78 @@ fn the_webhooks_guard_trusts_a_proxy_on_localhost_and_leaves_the_name_to_it() {
         "{asked:?}"
     );
     assert_eq!(reg.token_requests(), 0);
+}
+
+/// The pullcheck init container's `restartPolicy` after `/mutate` of job-create.json.
+fn mutated_restart_policy(wh: &Webhook) -> Value {
+    let rev = review("job-create.json", &fixture().anon.host);
+    let resp = wh.mutate(&rev);
+    let patch = patch_of(&resp).expect("a patch");
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch).unwrap();
+    let c = &obj["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(c["name"], "pullcheck");
+    if c.get("restartPolicy").is_some() {
+        assert_eq!(
+            c["restartPolicyRules"],
+            json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [20]}}])
+        );
+    } else {
+        assert!(c.get("restartPolicyRules").is_none(), "{c}");
+    }
+    c["restartPolicy"].clone()
+}
+
+#[test]
+fn transient_restart_follows_the_apiservers_version_asked_once() {
+    // A scripted stand-in for the Kubernetes API answering only GET /version.
+    let version = |git: &'static str| {
+        Scripted::start(move |_, path| match path {
+            "/version" => (
+                200,
+                vec![("Content-Type".into(), "application/json".into())],
+                json!({"major": "1", "minor": git.split('.').nth(1).unwrap(), "gitVersion": git})
+                    .to_string(),
+            ),
+            _ => (404, vec![], String::new()),
+        })
+    };
+    for (git, want) in [("v1.35.4", json!("Never")), ("v1.33.7", Value::Null)] {
+        let api = version(git);
+        let wh = Webhook::start(&[
+            "--apiserver",
+            &format!("http://{}", api.host),
+            "--transient",
+            "restart",
+        ]);
+        for _ in 0..2 {
+            assert_eq!(mutated_restart_policy(&wh), want, "{git}");
+        }
+        let asked: Vec<String> = api
+            .requests()
+            .into_iter()
+            .filter(|r| r.ends_with("/version"))
+            .collect();
+        assert_eq!(asked, vec!["GET /version".to_string()], "{git}");
+        if want.is_null() {
+            assert!(
+                wh.log().contains("Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"),
+                "{}",
+                wh.log()
+            );
+        }
+    }
+    // No API server to ask: today's policy, said once in the log.
+    let wh = Webhook::start(&["--transient", "restart"]);
+    assert_eq!(mutated_restart_policy(&wh), Value::Null);
+    assert_eq!(mutated_restart_policy(&wh), Value::Null);
+    let log = wh.log();
+    assert_eq!(
+        log.matches(
+            "no Kubernetes API to ask for its version: --transient restart falls back to count"
+        )
+        .count(),
+        1,
+        "{log}"
+    );
 }
