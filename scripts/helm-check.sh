@@ -316,6 +316,9 @@ if len(cms) == 2:
 
 # ---- schema --------------------------------------------------------------------------
 check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)
+docs = render("--set", "inject.transient=Restart")
+args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+check("inject.transient=Restart passes --transient=restart", "--transient=restart" in args, args)
 check("schema rejects an unknown meteredGet", render("--set", "registry.meteredGet=sometimes", expect_error="must be one of") is None)
 check("schema rejects an unknown value", render("--set", "webhok.mode=warn", expect_error="additional properties") is None)
 check("schema rejects a webhook URL with a path", render("--set", "webhook.url=https://x/validate", expect_error="does not match pattern") is None)

@@ -160,7 +160,7 @@ affinity) or kubernetes.io/os narrows the list."
 
     /// podFailurePolicy action for pullcheck's transient code 20.
     #[arg(long = "transient", value_enum, default_value_t = Transient::Count, help_heading = "Mutation",
-        long_help = "Rule action of the injected podFailurePolicy for pullcheck's transient code 20: count (uses a backoffLimit retry) or ignore.")]
+        long_help = "What pullcheck's transient code 20 does in mutated workloads: count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35).")]
     pub transient: Transient,
 
     /// Rewrite tags to the digest they resolved to (the index digest, never a platform child).
