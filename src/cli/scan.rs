@@ -135,6 +135,7 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
         p.finish_and_clear();
     }
     let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
+    text::print_warnings(&outcomes);
     let mut out = String::new();
     match a.output {
         Output::Json => {

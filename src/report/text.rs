@@ -47,6 +47,16 @@ pub(crate) fn warnings(o: &Outcome) -> Vec<String> {
     w
 }
 
+/// Every outcome's warnings and notes, on stderr: they are diagnostics, not results, so
+/// stdout carries only the per-image lines or the JSON document whatever the format.
+pub(crate) fn print_warnings(outcomes: &[Outcome]) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for w in outcomes.iter().flat_map(warnings) {
+        let _ = writeln!(err, "{w}");
+    }
+}
+
 /// `sha256:0123456789ab` (first 12 hex characters).
 pub(crate) fn short_digest(d: &str) -> String {
     match d.split_once(':') {

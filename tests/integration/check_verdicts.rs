@@ -214,7 +214,8 @@ fn several_images_exit_with_the_lowest_permanent_code() {
 }
 
 #[test]
-fn text_output_is_one_line_per_image_on_stderr() {
+/// Results on stdout, diagnostics on stderr, as for every other command.
+fn text_output_is_one_line_per_image_on_stdout() {
     let f = fixture();
     let host = anon().host.clone();
     let ca = f.ca_file.to_string_lossy().into_owned();
@@ -231,9 +232,9 @@ fn text_output_is_one_line_per_image_on_stderr() {
         &[],
     );
     r.assert_code(11);
-    assert_eq!(r.stdout, "");
-    let lines: Vec<&str> = r.stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
     let digest12 = &f.images.oci_manifest.digest["sha256:".len()..][..12];
     assert!(
         lines[0].starts_with(&format!(
@@ -248,6 +249,27 @@ fn text_output_is_one_line_per_image_on_stderr() {
         lines[1]
     );
     assert!(lines[1].contains(": manifest unknown ("), "{}", lines[1]);
+}
+
+#[test]
+fn json_output_carries_no_text_lines_and_quiet_prints_nothing() {
+    let host = anon().host.clone();
+    let image = fixture().images.oci_manifest.reference(anon());
+    let missing = format!("{host}/oci/app:missing");
+    let base = ["check", "--insecure-registry", host.as_str()];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend([image.as_str(), missing.as_str()]);
+        crate::support::process::run(&args, &[])
+    };
+    let r = with(&["--output", "json"]);
+    r.assert_code(11);
+    assert_eq!(r.json()["exit_code"], 11);
+    assert_eq!(r.stderr, "", "no human lines beside the JSON");
+    let r = with(&["--quiet"]);
+    r.assert_code(11);
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
 }
 
 #[test]
