@@ -368,3 +368,53 @@ fn nested_index_without_the_platform_is_platform_missing() {
         ]
     );
 }
+
+#[test]
+fn text_line_says_the_platform_step_in_words() {
+    let f = fixture();
+    let host = anon().host.clone();
+    let text = |platform: &str, image: &str| {
+        let r = crate::support::process::run(
+            &[
+                "check",
+                "--insecure-registry",
+                &host,
+                "--platform",
+                platform,
+                image,
+            ],
+            &[],
+        );
+        r.assert_code(0);
+        r
+    };
+    let single = f.images.oci_manifest.reference(anon());
+    let index = f.images.multi_index.reference(anon());
+    for (platform, image, words) in [
+        (
+            "linux/amd64",
+            &single,
+            " platform linux/amd64 (single-platform image) ",
+        ),
+        (
+            "linux/amd64",
+            &index,
+            " platform linux/amd64 (exact match in the index) ",
+        ),
+        (
+            "linux/arm64",
+            &index,
+            " platform linux/arm64 (exact match in the index: linux/arm64/v8) ",
+        ),
+        ("any", &single, " platform not verified "),
+    ] {
+        let r = text(platform, image);
+        assert!(r.stdout.contains(words), "{platform} {image}: {}", r.stdout);
+        assert!(!r.stdout.contains("platform="), "{}", r.stdout);
+    }
+    let r = text("any", &single);
+    assert_eq!(
+        r.stderr.trim_end(),
+        format!("note: {single}: platform not verified: --platform any")
+    );
+}
