@@ -418,3 +418,39 @@ fn text_line_says_the_platform_step_in_words() {
         format!("note: {single}: platform not verified: --platform any")
     );
 }
+
+#[test]
+fn invalid_references_name_the_character_or_the_digest_length() {
+    let short = "busybox@sha256:0123456789ab";
+    let long_digest = format!("busybox@sha512:{}", "a".repeat(64));
+    let cases = [
+        (
+            "Busy box",
+            "a space at column 5 is not allowed in an image reference",
+        ),
+        (
+            " ",
+            "a space at column 1 is not allowed in an image reference",
+        ),
+        (
+            "ghcr.io/org/app:v1\t",
+            "'\\t' at column 19 is not allowed in an image reference",
+        ),
+        (short, "sha256 digest has 12 hex characters; it needs 64"),
+        (
+            long_digest.as_str(),
+            "sha512 digest has 64 hex characters; it needs 128",
+        ),
+    ];
+    let images: Vec<&str> = cases.iter().map(|(i, _)| *i).collect();
+    let mut args = vec!["check", "--output", "json"];
+    args.extend(&images);
+    let r = crate::support::process::run(&args, &[]);
+    r.assert_code(10);
+    for (i, (image, why)) in cases.iter().enumerate() {
+        assert_eq!(
+            r.image(i)["detail"],
+            format!("invalid reference {image:?}: {why}"),
+        );
+    }
+}
