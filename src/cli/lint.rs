@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::input::{load_table, read_input};
+use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
-use crate::k8s::lint::{Finding, lint_stream};
+use crate::k8s::lint::{Finding, lint_documents};
 use crate::verdict::code;
 
 /// Version of the `--output json` document (bump on any incompatible change).
@@ -70,14 +70,14 @@ fn line(file: &str, f: &Finding) -> String {
     } else {
         format!("{}/", f.namespace)
     };
+    let document = f.document.unwrap_or(0);
+    // A document that is no object has no kind, name or field to point at.
+    if f.kind.is_empty() && f.path.is_empty() {
+        return format!("{file}: document {document}: {}: {}", f.rule, f.message);
+    }
     format!(
-        "{file}: document {}: {} {ns}{}: {}: {}: {}",
-        f.document.unwrap_or(0),
-        f.kind,
-        f.name,
-        f.path,
-        f.rule,
-        f.message
+        "{file}: document {document}: {} {ns}{}: {}: {}: {}",
+        f.kind, f.name, f.path, f.rule, f.message
     )
 }
 
@@ -85,9 +85,9 @@ fn line(file: &str, f: &Finding) -> String {
 /// Unreadable or invalid input is a usage error naming the file and document.
 pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let text = read_input(&a.filename)?;
+    let docs = read_documents(&a.filename)?;
     let shown = a.filename.display().to_string();
-    let findings = lint_stream(&text, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    let findings = lint_documents(&docs, &table);
     let body = match a.output {
         LintOutput::Text => findings
             .iter()

@@ -8,12 +8,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::CliError;
 use super::args::{Output, ResolveArgs};
-use super::input::{load_table, read_input};
-use super::{CliError, UsageError};
+use super::input::{load_table, read_documents};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
-use crate::k8s::yaml::parse_documents;
 use crate::report::{json, text};
 use crate::verdict::combined_exit_code;
 
@@ -77,12 +76,18 @@ struct ScannedImage<'a> {
 /// Run the scan; returns the exit code.
 pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let text_in = read_input(&a.filename)?;
-    let docs = parse_documents(&text_in)
-        .map_err(|e| UsageError(format!("{}: {e}", a.filename.display())))?;
+    let docs = read_documents(&a.filename)?;
     let mut order: Vec<String> = Vec::new();
     let mut uses: Vec<Vec<Use>> = Vec::new();
     for d in &docs {
+        if let Some(why) = crate::k8s::not_an_object(&d.value) {
+            eprintln!(
+                "pullcheck: warning: {}: document {}: {why}: skipped",
+                a.filename.display(),
+                d.number
+            );
+            continue;
+        }
         let kind = d.value["kind"].as_str().unwrap_or("").to_string();
         let name = d.value["metadata"]["name"]
             .as_str()

@@ -21,3 +21,4 @@ mod regression;
 mod scan;
 mod support;
 mod webhook;
+mod wrong_input;
