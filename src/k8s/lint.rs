@@ -271,6 +271,16 @@ fn short(image: &str) -> String {
     }
 }
 
+/// True for a Job whose first failed pod fails it: `backoffLimit: 0` and a pod template
+/// with `restartPolicy: Never` (with OnFailure the container restarts in place first).
+fn fails_on_first_pod(cx: &Ctx<'_>, job: &str, template: &str) -> bool {
+    cx.obj
+        .pointer(&format!("{job}/backoffLimit"))
+        .and_then(Value::as_i64)
+        == Some(0)
+        && cx.str(&format!("{template}/spec/restartPolicy")) == Some("Never")
+}
+
 fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
     if !cx.has(&format!("{job}/backoffLimit")) {
         cx.push(
@@ -284,6 +294,9 @@ fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
         .pointer(&format!("{job}/podFailurePolicy"))
         .filter(|p| !p.is_null())
     {
+        // restartPolicy Never with backoffLimit 0: the first failed pod, whatever its exit
+        // code, fails the Job, which is all a FailJob rule would add (README's fail-fast).
+        None if fails_on_first_pod(cx, job, template) => {}
         None => cx.push(
             rule::POD_FAILURE_POLICY,
             format!("{job}/podFailurePolicy"),

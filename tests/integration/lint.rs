@@ -253,3 +253,22 @@ fn binary_unreadable_or_invalid_input_exits_2_with_one_line() {
         "{err}"
     );
 }
+
+/// README calls `restartPolicy: Never` with `backoffLimit: 0` fail-fast: lint agrees.
+#[test]
+fn binary_backoff_limit_0_with_restart_never_needs_no_pod_failure_policy() {
+    let job = |restart: &str, limit: u8| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: j}}\nspec:\n  backoffLimit: {limit}\n  template:\n    spec:\n      restartPolicy: {restart}\n      containers: [{{name: c, image: busybox:1.36}}]\n"
+        )
+    };
+    let has_rule = |restart: &str, limit: u8| {
+        let (code, out, err) = binary(&["lint", "-f", "-"], &job(restart, limit));
+        assert_eq!(code, 0, "{err}");
+        out.contains(": pod-failure-policy-missing: ")
+    };
+    assert!(!has_rule("Never", 0));
+    assert!(has_rule("Never", 1));
+    // OnFailure restarts the container in place first; restart-policy-not-never says so.
+    assert!(has_rule("OnFailure", 0));
+}
