@@ -31,6 +31,8 @@ pub(crate) struct ExplainArgs {
 
 #[derive(serde::Serialize)]
 struct Explanation {
+    /// The same version as check's, scan's and lint's documents (docs/json-schema.md).
+    schema_version: u32,
     image: String,
     reference: String,
     registry: String,
@@ -90,6 +92,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         ),
     };
     let ex = Explanation {
+        schema_version: crate::report::json::SCHEMA_VERSION,
         image: a.image.clone(),
         reference: reference.full(),
         registry: reference.domain().to_string(),

@@ -7,10 +7,8 @@ use clap::{Args, ValueEnum};
 use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
 use crate::k8s::lint::{Finding, lint_documents};
+use crate::report::json::SCHEMA_VERSION;
 use crate::verdict::code;
-
-/// Version of the `--output json` document (bump on any incompatible change).
-pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// Output format of `pullcheck lint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,8 +92,7 @@ pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
             .map(|f| line(&shown, f) + "\n")
             .collect::<String>(),
         LintOutput::Json => {
-            let doc =
-                serde_json::json!({"schema_version": JSON_SCHEMA_VERSION, "findings": findings});
+            let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "findings": findings});
             serde_json::to_string_pretty(&doc)
                 .map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
                 + "\n"
