@@ -27,7 +27,7 @@ repo@sha256:…). They are normalized like the kubelet does (docker.io, library/
     pub resolve: ResolveArgs,
 
     /// Output format: text or json, both on stdout.
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: one line per image on stdout. json: only the JSON document on stdout \
 (docs/json-schema.md); the text lines are not printed at all. Warnings and notes go to stderr \
 in both formats.")]
@@ -39,6 +39,7 @@ in both formats.")]
         value_name = "FILE",
         help_heading = "Output",
         env = "PULLCHECK_TERMINATION_LOG",
+        hide_env_values = true,
         long_help = "Where to write a summary of at most 4 KiB for `kubectl describe pod`. \
 Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
     )]

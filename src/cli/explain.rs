@@ -24,7 +24,7 @@ pub(crate) struct ExplainArgs {
     pub resolve: ResolveArgs,
 
     /// Output format: text or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
     pub output: Output,
 }

@@ -13,7 +13,7 @@ use super::args::{Output, ResolveArgs};
 use super::input::{load_table, read_documents};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
-use crate::report::{json, text};
+use crate::report::{count, json, text};
 use crate::verdict::combined_exit_code;
 
 /// `pullcheck scan`.
@@ -45,13 +45,13 @@ built-in table (Volcano, Argo, Tekton, RayJob, TrainJob, …)."
     pub resolve: ResolveArgs,
 
     /// Output format: text (summary table) or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a summary table on stdout, one line per image. json: the `check` \
 document with a `uses` list per image (where each image appears).")]
     pub output: Output,
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, PartialEq)]
 struct Use {
     document: usize,
     kind: String,
@@ -105,12 +105,17 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                     order.len() - 1
                 }
             };
-            uses[i].push(Use {
+            let place = Use {
                 document: d.number,
                 kind: kind.clone(),
                 name: name.clone(),
                 container: u.container,
-            });
+            };
+            // Replicas of one workload (a PyTorchJob's Master and Worker) often share a
+            // container name: the same place, listed once.
+            if !uses[i].contains(&place) {
+                uses[i].push(place);
+            }
         }
     }
     super::plan::validate_hosts(&a.resolve, &order)?;
@@ -169,9 +174,9 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                 .count();
             let _ = writeln!(
                 out,
-                "scanned {} documents, {} images: {} pullable, {failing} not (exit {code})",
-                docs.len(),
-                outcomes.len(),
+                "scanned {}, {}: {} pullable, {failing} not (exit {code})",
+                count(docs.len(), "document"),
+                count(outcomes.len(), "image"),
                 outcomes.len() - failing
             );
         }

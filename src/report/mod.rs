@@ -8,6 +8,14 @@ pub(crate) mod json;
 pub(crate) mod termination;
 pub(crate) mod text;
 
+/// `n` and the noun, plural unless `n` is 1: `1 image`, `3 images`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// `s` with control characters (newlines, escapes, NUL…) written as Rust escapes, so text
 /// from an image argument or a registry can't forge extra output lines or terminal codes.
 pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
