@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::init_container::{Transient, validate_options};
+use super::init_container::{Transient, unpinned_image_warning, validate_options};
 use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
 use crate::k8s::inject::{
@@ -113,6 +113,9 @@ pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
     let mut docs = read_documents(&a.filename)?;
     let options = a.options();
     validate_options(&options, "")?;
+    if let Some(w) = unpinned_image_warning("--image", &options.image) {
+        eprintln!("pullcheck: warning: {w}");
+    }
     let shown = a.filename.display();
     let warnings = inject_documents(&mut docs, &options, &table);
     let out = to_yaml_stream(docs.iter().map(|d| &d.value))

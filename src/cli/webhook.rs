@@ -397,6 +397,12 @@ impl WebhookArgs {
 /// usage errors (exit 2).
 pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
     let config = a.config()?;
+    // Once at startup, before the listening line: every pod /mutate touches gets this image.
+    if let Some(w) =
+        super::init_container::unpinned_image_warning("--inject-image", &config.inject.image)
+    {
+        eprintln!("pullcheck webhook: warning: {w}");
+    }
     let guard = Guard::new(a.guard_policy());
     crate::webhook::serve(config, guard)
         .await
