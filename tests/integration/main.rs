@@ -14,6 +14,7 @@ mod help;
 mod hostile;
 mod inject;
 mod k8s_examples;
+mod kubectl_plugin;
 mod lint;
 mod mirrors_explain;
 mod redirects;
