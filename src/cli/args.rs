@@ -85,7 +85,7 @@ flag the platform check always fetches the index there, whatever quota is left; 
     )]
     pub verify_platform_on_metered: bool,
 
-    /// When to GET an index on metered registries: affordable, always or never.
+    /// When to GET an index on metered registries.
     #[arg(long = "metered-get", value_enum, value_name = "WHEN", default_value_t = MeteredGetArg::Affordable,
         help_heading = "Registry",
         long_help = "On metered registries (Docker Hub) the first request is a free HEAD, whose \

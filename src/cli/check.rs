@@ -26,7 +26,7 @@ repo@sha256:…). They are normalized like the kubelet does (docker.io, library/
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text or json, both on stdout.
+    /// Output format, on stdout (warnings go to stderr).
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: one line per image on stdout. json: only the JSON document on stdout \
 (docs/json-schema.md); the text lines are not printed at all. Warnings and notes go to stderr \

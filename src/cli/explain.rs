@@ -23,7 +23,7 @@ pub(crate) struct ExplainArgs {
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text or json (stdout).
+    /// Output format, on stdout.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
     pub output: Output,

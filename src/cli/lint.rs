@@ -52,7 +52,7 @@ without it lint exits 0 whatever it finds."
     )]
     pub strict: bool,
 
-    /// Output format: text or json.
+    /// Output format, on stdout.
     #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
         value_enum, default_value_t = LintOutput::Text,
         long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \

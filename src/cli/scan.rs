@@ -44,7 +44,7 @@ built-in table (Volcano, Argo, Tekton, RayJob, TrainJob, …)."
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text (summary table) or json (stdout).
+    /// Output format, on stdout (text: a line per image and a summary).
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a summary table on stdout, one line per image. json: the `check` \
 document with a `uses` list per image (where each image appears).")]

@@ -127,7 +127,7 @@ affinity) or kubernetes.io/os narrows the list."
     )]
     pub kinds: Option<PathBuf>,
 
-    /// The init container image /mutate injects.
+    /// The init container image /mutate injects (pin it by digest).
     #[arg(long = "inject-image", value_name = "IMAGE", default_value_t = default_image(), help_heading = "Mutation",
         long_help = "The pullcheck image of the injected init container, pulled with IfNotPresent. Mirror it next to your workloads and pin it by digest.")]
     pub inject_image: String,
@@ -161,7 +161,7 @@ affinity) or kubernetes.io/os narrows the list."
     pub fail_fast: bool,
 
     /// podFailurePolicy action for pullcheck's transient code 20.
-    #[arg(long = "transient", value_enum, default_value_t = Transient::Count, help_heading = "Mutation",
+    #[arg(long = "transient", value_enum, value_name = "ACTION", default_value_t = Transient::Count, help_heading = "Mutation",
         long_help = "Rule action of the injected podFailurePolicy for pullcheck's transient code 20: count (uses a backoffLimit retry) or ignore.")]
     pub transient: Transient,
 
