@@ -166,11 +166,11 @@ fn uppercase_problem(input: &str) -> String {
     bad_character(input).unwrap_or_else(|| "repository name must be lowercase".into())
 }
 
-/// The first character outside the reference alphabet (`[A-Za-z0-9._-]`, the separators
-/// `/ : @` and IPv6 brackets), with its 1-based column, e.g. `character ' ' at column 5 is
-/// not allowed in an image reference`.
+/// The first character no part of the grammar accepts (`[A-Za-z0-9._-]`, the separators
+/// `/ : @`, IPv6 brackets, and `+ =` of digest algorithms and encodings), with its 1-based
+/// column, e.g. `a space at column 5 is not allowed in an image reference`.
 fn bad_character(input: &str) -> Option<String> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-/:@[]".contains(c);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-/:@[]+=".contains(c);
     input
         .chars()
         .enumerate()
@@ -588,6 +588,48 @@ mod tests {
     use super::*;
 
     const HEX64: &str = "e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582";
+
+    /// Messages name what is wrong; kinds stay the upstream ones.
+    #[test]
+    fn invalid_references_say_what_is_wrong() {
+        let long_tag = format!("busybox:{}", "a".repeat(129));
+        for (input, kind, why) in [
+            (
+                "Busybox",
+                "name_contains_uppercase",
+                "repository name must be lowercase",
+            ),
+            (
+                "Busy box",
+                "name_contains_uppercase",
+                "a space at column 5 is not allowed in an image reference",
+            ),
+            (
+                "app:v1!",
+                "invalid_reference_format",
+                "'!' at column 7 is not allowed in an image reference",
+            ),
+            (
+                "app@sha256:abc",
+                "invalid_reference_format",
+                "sha256 digest has 3 hex characters; it needs 64",
+            ),
+            (
+                long_tag.as_str(),
+                "invalid_reference_format",
+                "tag is 129 characters long, the limit is 128",
+            ),
+            (
+                "a//b",
+                "invalid_reference_format",
+                "not of the form [registry/]repository[:tag][@digest]",
+            ),
+        ] {
+            let e = Reference::parse(input).unwrap_err();
+            assert_eq!(e.kind(), kind, "{input}");
+            assert_eq!(e.to_string(), format!("invalid reference {input:?}: {why}"));
+        }
+    }
 
     #[test]
     fn short_name_is_docker_hub_official() {
