@@ -85,7 +85,7 @@ flag the platform check always fetches the index there, whatever quota is left; 
     )]
     pub verify_platform_on_metered: bool,
 
-    /// When to GET an index on metered registries: affordable, always or never.
+    /// When to GET an index on metered registries.
     #[arg(long = "metered-get", value_enum, value_name = "WHEN", default_value_t = MeteredGetArg::Affordable,
         help_heading = "Registry",
         long_help = "On metered registries (Docker Hub) the first request is a free HEAD, whose \
@@ -95,11 +95,11 @@ left; otherwise say the platform was not verified, with the quota seen. always: 
 never: HEAD only, the platform is never verified there.")]
     pub metered_get: MeteredGetArg,
 
-    /// Pulls that must stay left before a check spends one on an index (default 10).
+    /// Pulls that must stay left before a check spends one on an index.
     #[arg(long = "metered-quota-margin", value_name = "PULLS", default_value_t = DEFAULT_METERED_MARGIN,
         help_heading = "Registry",
         long_help = "With --metered-get affordable, the index is fetched only while the registry \
-states more than this many pulls left (default 10), so the kubelet's own pull that follows is \
+states more than this many pulls left, so the kubelet's own pull that follows is \
 not the one that runs out.")]
     pub metered_quota_margin: u64,
 }
@@ -163,12 +163,13 @@ pub(crate) struct ResolveArgs {
         value_name = "PATH",
         help_heading = "Credentials",
         env = "PULLCHECK_PULL_SECRETS",
+        hide_env_values = true,
         value_delimiter = ',',
         long_help = "A pull secret: a .dockerconfigjson ({\"auths\":{…}}) or legacy .dockercfg \
 file, or a directory holding mounted Kubernetes secrets (files named .dockerconfigjson or \
 .dockercfg, directly or one directory down). Repeatable; matched with the kubelet's keyring \
 rules (host globs, ports, path prefixes, most specific first). A credential helper is never \
-run because a pull secret names one. Env: PULLCHECK_PULL_SECRETS (comma-separated)."
+run because a pull secret names one. The environment variable takes a comma-separated list."
     )]
     pub pull_secrets: Vec<PathBuf>,
 
@@ -211,7 +212,7 @@ platform (containerd's matcher; exact or fallback is reported). 'any' skips the 
         default_value_t = 60.0,
         allow_negative_numbers = true,
         help_heading = "Registry",
-        long_help = "Deadline for the whole run, in seconds (default 60). Retries of transient \
+        long_help = "Deadline for the whole run, in seconds. Retries of transient \
 failures and Retry-After waits stay within it; images still unresolved at the deadline are \
 transient (20)."
     )]
@@ -224,7 +225,7 @@ transient (20)."
         default_value_t = 10.0,
         allow_negative_numbers = true,
         help_heading = "Registry",
-        long_help = "Deadline of one HTTP request (headers and body), in seconds; default 10."
+        long_help = "Deadline of one HTTP request (headers and body), in seconds."
     )]
     pub request_timeout: f64,
 
@@ -234,7 +235,7 @@ transient (20)."
         value_name = "N",
         default_value_t = 16,
         help_heading = "Registry",
-        long_help = "How many images are checked concurrently (default 16). Requests to one \
+        long_help = "How many images are checked concurrently. Requests to one \
 registry share connections (HTTP/2 where the registry speaks it)."
     )]
     pub concurrency: usize,

@@ -1,6 +1,5 @@
 //! `pullcheck check`: verdicts for images, exit code for podFailurePolicy.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -27,10 +26,11 @@ repo@sha256:…). They are normalized like the kubelet does (docker.io, library/
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text (stderr) or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: one line per image on stderr. json: a document on stdout \
-(docs/json-schema.md); the text lines still go to stderr unless --quiet.")]
+    /// Output format, on stdout (warnings go to stderr).
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
+        long_help = "text: one line per image on stdout. json: only the JSON document on stdout \
+(docs/json-schema.md); the text lines are not printed at all. Warnings and notes go to stderr \
+in both formats.")]
     pub output: Output,
 
     /// Termination-message file (default /dev/termination-log when it exists).
@@ -39,17 +39,19 @@ repo@sha256:…). They are normalized like the kubelet does (docker.io, library/
         value_name = "FILE",
         help_heading = "Output",
         env = "PULLCHECK_TERMINATION_LOG",
+        hide_env_values = true,
         long_help = "Where to write a summary of at most 4 KiB for `kubectl describe pod`. \
 Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
     )]
     pub termination_log: Option<PathBuf>,
 
-    /// No text lines on stderr.
+    /// No per-image lines, warnings or notes; the exit code alone.
     #[arg(
         long,
         short,
         help_heading = "Output",
-        long_help = "Print no per-image lines on stderr."
+        long_help = "Print no per-image lines, warnings or notes: the exit code (and the \
+termination log) carry the verdict. With --output json the document is still printed."
     )]
     pub quiet: bool,
 }
@@ -62,18 +64,16 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
     let outcomes = engine.check_all(&a.images).await;
     let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
     if !a.quiet {
-        let mut err = std::io::stderr().lock();
-        for o in &outcomes {
-            let _ = writeln!(err, "{}", text::line(o));
-            for w in text::warnings(o) {
-                let _ = writeln!(err, "{w}");
-            }
-        }
+        text::print_warnings(&outcomes);
     }
     // The termination log is written even when stdout fails: it is what the Job's pod shows.
     let printed = match a.output {
         Output::Json => super::print_result(&json::document(&outcomes, code), code),
-        Output::Text => Ok(code),
+        Output::Text if a.quiet => Ok(code),
+        Output::Text => {
+            let lines: String = outcomes.iter().map(|o| text::line(o) + "\n").collect();
+            super::print_result(&lines, code)
+        }
     };
     if let Some(path) = termination_path(a.termination_log.as_deref())
         && let Err(e) = termination::write(&path, &outcomes, code)

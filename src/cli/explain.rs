@@ -23,14 +23,16 @@ pub(crate) struct ExplainArgs {
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+    /// Output format, on stdout.
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a readable report on stdout. json: the same as a JSON object.")]
     pub output: Output,
 }
 
 #[derive(serde::Serialize)]
 struct Explanation {
+    /// The same version as check's, scan's and lint's documents (docs/json-schema.md).
+    schema_version: u32,
     image: String,
     reference: String,
     registry: String,
@@ -90,6 +92,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         ),
     };
     let ex = Explanation {
+        schema_version: crate::report::json::SCHEMA_VERSION,
         image: a.image.clone(),
         reference: reference.full(),
         registry: reference.domain().to_string(),

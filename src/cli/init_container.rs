@@ -60,6 +60,21 @@ pub(crate) fn validate_options(o: &InjectOptions, flag: &str) -> Result<(), Usag
     Ok(())
 }
 
+/// The warning for a checker image without a digest (`None` when it has one), naming the
+/// commands that give the digest. The init container is the one image that can itself
+/// strand a pod in Init:ImagePullBackOff, and a tag can move under every Job that uses it.
+/// `flag` is `--image` (inject) or `--inject-image` (the webhook).
+pub(crate) fn unpinned_image_warning(flag: &str, image: &str) -> Option<String> {
+    if !crate::k8s::templates::is_unpinned(image) {
+        return None;
+    }
+    Some(format!(
+        "{flag} {image} is not pinned by digest (lint flags it); get the digest with \
+`crane digest {image}` or `skopeo inspect --format '{{{{.Digest}}}}' docker://{image}` \
+(scripts/publish-image.sh prints it when it pushes the image) and pass {flag} IMAGE@sha256:…"
+    ))
+}
+
 /// `[+]?(digits[.digits]|.digits)(suffix)?`, greater than zero; suffixes as in
 /// k8s.io/apimachinery `resource.Quantity` (binary Ki…Ei, decimal m k M G T P E, e-notation).
 fn is_positive_quantity(q: &str) -> bool {

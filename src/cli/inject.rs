@@ -5,13 +5,14 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::init_container::{Transient, validate_options};
-use super::input::{load_table, read_input};
+use super::init_container::{Transient, unpinned_image_warning, validate_options};
+use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
 use crate::k8s::KubernetesVersion;
 use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_stream,
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_documents,
 };
+use crate::k8s::yaml::to_yaml_stream;
 use crate::verdict::code;
 
 /// Arguments of `pullcheck inject`.
@@ -135,15 +136,19 @@ impl InjectArgs {
 /// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
 pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let text = read_input(&a.filename)?;
-    let shown = a.filename.display();
+    let mut docs = read_documents(&a.filename)?;
     let (options, version_warning) = a.options();
     validate_options(&options, "")?;
     if let Some(w) = version_warning {
         eprintln!("pullcheck: warning: {w}");
     }
-    let (out, warnings) =
-        inject_stream(&text, &options, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    if let Some(w) = unpinned_image_warning("--image", &options.image) {
+        eprintln!("pullcheck: warning: {w}");
+    }
+    let shown = a.filename.display();
+    let warnings = inject_documents(&mut docs, &options, &table);
+    let out = to_yaml_stream(docs.iter().map(|d| &d.value))
+        .map_err(|e| UsageError(format!("{shown}: {e}")))?;
     for (doc, w) in warnings {
         let at = if w.path.is_empty() {
             String::new()

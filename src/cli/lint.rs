@@ -4,13 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::input::{load_table, read_input};
+use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
-use crate::k8s::lint::{Finding, lint_stream};
+use crate::k8s::lint::{Finding, lint_documents};
+use crate::report::json::SCHEMA_VERSION;
 use crate::verdict::code;
-
-/// Version of the `--output json` document (bump on any incompatible change).
-pub(crate) const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// Output format of `pullcheck lint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -54,7 +52,7 @@ without it lint exits 0 whatever it finds."
     )]
     pub strict: bool,
 
-    /// Output format: text or json.
+    /// Output format, on stdout.
     #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
         value_enum, default_value_t = LintOutput::Text,
         long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \
@@ -70,14 +68,14 @@ fn line(file: &str, f: &Finding) -> String {
     } else {
         format!("{}/", f.namespace)
     };
+    let document = f.document.unwrap_or(0);
+    // A document that is no object has no kind, name or field to point at.
+    if f.kind.is_empty() && f.path.is_empty() {
+        return format!("{file}: document {document}: {}: {}", f.rule, f.message);
+    }
     format!(
-        "{file}: document {}: {} {ns}{}: {}: {}: {}",
-        f.document.unwrap_or(0),
-        f.kind,
-        f.name,
-        f.path,
-        f.rule,
-        f.message
+        "{file}: document {document}: {} {ns}{}: {}: {}: {}",
+        f.kind, f.name, f.path, f.rule, f.message
     )
 }
 
@@ -85,17 +83,16 @@ fn line(file: &str, f: &Finding) -> String {
 /// Unreadable or invalid input is a usage error naming the file and document.
 pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let text = read_input(&a.filename)?;
+    let docs = read_documents(&a.filename)?;
     let shown = a.filename.display().to_string();
-    let findings = lint_stream(&text, &table).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    let findings = lint_documents(&docs, &table);
     let body = match a.output {
         LintOutput::Text => findings
             .iter()
             .map(|f| line(&shown, f) + "\n")
             .collect::<String>(),
         LintOutput::Json => {
-            let doc =
-                serde_json::json!({"schema_version": JSON_SCHEMA_VERSION, "findings": findings});
+            let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "findings": findings});
             serde_json::to_string_pretty(&doc)
                 .map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
                 + "\n"

@@ -8,30 +8,39 @@ pub(crate) mod inject;
 pub(crate) mod input;
 pub(crate) mod lint;
 pub(crate) mod plan;
+pub(crate) mod plugin;
 pub(crate) mod scan;
 pub(crate) mod webhook;
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::verdict::code;
 
+/// The examples under `--help`, each line starting with `PROGRAM`.
 const EXAMPLES: &str = "\
 Examples:
-  pullcheck check busybox:1.36 ghcr.io/org/app@sha256:0123…
-  pullcheck check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
-  pullcheck check --platform linux/arm64 --output json nginx:1.27
-  pullcheck explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
-  pullcheck scan -f job.yaml
-  pullcheck inject --fail-fast -f job.yaml | kubectl apply -f -
-  pullcheck lint --strict -f job.yaml
-  pullcheck completion bash > /etc/bash_completion.d/pullcheck";
+  PROGRAM check busybox:1.36 ghcr.io/org/app@sha256:0123…
+  PROGRAM check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
+  PROGRAM check --platform linux/arm64 --output json nginx:1.27
+  PROGRAM explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
+  PROGRAM scan -f job.yaml
+  PROGRAM inject --fail-fast -f job.yaml | kubectl apply -f -
+  PROGRAM lint --strict -f job.yaml
+  PROGRAM completion bash > /etc/bash_completion.d/pullcheck";
 
 fn after_help() -> String {
+    after_help_for("pullcheck")
+}
+
+/// The examples and the exit-code table, for `program` (`pullcheck`, or `kubectl pullcheck`
+/// when run as a kubectl plugin).
+pub(crate) fn after_help_for(program: &str) -> String {
     format!(
-        "{EXAMPLES}\n\nExit codes:\n{}",
+        "{}\n\nExit codes:\n{}",
+        EXAMPLES.replace("PROGRAM", program),
         crate::verdict::exit_code_table(false)
     )
 }
@@ -116,7 +125,17 @@ impl From<std::io::Error> for CliError {
 /// disk) is one line and exit 1 (`internal` in the exit-code table), because the output the
 /// caller relies on is incomplete and must not pass for a verdict.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let mut args = std::env::args_os();
+    let invocation = plugin::invocation(args.next().as_deref());
+    if invocation == plugin::Invocation::KubectlComplete {
+        let words: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        return match print(&plugin::complete(&words)) {
+            Ok(()) => ExitCode::from(code::OK),
+            Err(_) => ExitCode::from(code::INTERNAL),
+        };
+    }
+    let matches = plugin::command(invocation).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Completion { shell } => completion(shell),

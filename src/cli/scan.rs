@@ -8,13 +8,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::CliError;
 use super::args::{Output, ResolveArgs};
-use super::input::{load_table, read_input};
-use super::{CliError, UsageError};
+use super::input::{load_table, read_documents};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
-use crate::k8s::yaml::parse_documents;
-use crate::report::{json, text};
+use crate::report::{count, json, text};
 use crate::verdict::combined_exit_code;
 
 /// `pullcheck scan`.
@@ -45,14 +44,14 @@ built-in table (Volcano, Argo, Tekton, RayJob, TrainJob, …)."
     #[command(flatten)]
     pub resolve: ResolveArgs,
 
-    /// Output format: text (summary table) or json (stdout).
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text, help_heading = "Output",
+    /// Output format, on stdout (text: a line per image and a summary).
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a summary table on stdout, one line per image. json: the `check` \
 document with a `uses` list per image (where each image appears).")]
     pub output: Output,
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, PartialEq)]
 struct Use {
     document: usize,
     kind: String,
@@ -77,12 +76,18 @@ struct ScannedImage<'a> {
 /// Run the scan; returns the exit code.
 pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let text_in = read_input(&a.filename)?;
-    let docs = parse_documents(&text_in)
-        .map_err(|e| UsageError(format!("{}: {e}", a.filename.display())))?;
+    let docs = read_documents(&a.filename)?;
     let mut order: Vec<String> = Vec::new();
     let mut uses: Vec<Vec<Use>> = Vec::new();
     for d in &docs {
+        if let Some(why) = crate::k8s::not_an_object(&d.value) {
+            eprintln!(
+                "pullcheck: warning: {}: document {}: {why}: skipped",
+                a.filename.display(),
+                d.number
+            );
+            continue;
+        }
         let kind = d.value["kind"].as_str().unwrap_or("").to_string();
         let name = d.value["metadata"]["name"]
             .as_str()
@@ -100,12 +105,17 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                     order.len() - 1
                 }
             };
-            uses[i].push(Use {
+            let place = Use {
                 document: d.number,
                 kind: kind.clone(),
                 name: name.clone(),
                 container: u.container,
-            });
+            };
+            // Replicas of one workload (a PyTorchJob's Master and Worker) often share a
+            // container name: the same place, listed once.
+            if !uses[i].contains(&place) {
+                uses[i].push(place);
+            }
         }
     }
     super::plan::validate_hosts(&a.resolve, &order)?;
@@ -135,6 +145,7 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
         p.finish_and_clear();
     }
     let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
+    text::print_warnings(&outcomes);
     let mut out = String::new();
     match a.output {
         Output::Json => {
@@ -163,9 +174,9 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                 .count();
             let _ = writeln!(
                 out,
-                "scanned {} documents, {} images: {} pullable, {failing} not (exit {code})",
-                docs.len(),
-                outcomes.len(),
+                "scanned {}, {}: {} pullable, {failing} not (exit {code})",
+                count(docs.len(), "document"),
+                count(outcomes.len(), "image"),
                 outcomes.len() - failing
             );
         }

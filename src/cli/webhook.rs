@@ -35,7 +35,7 @@ pub(crate) struct WebhookArgs {
         value_name = "ADDR:PORT",
         default_value = "0.0.0.0:8443",
         help_heading = "Server",
-        long_help = "Address and port to serve HTTPS on (default 0.0.0.0:8443). Port 0 picks a free port; the address actually bound is printed on stderr as `pullcheck webhook: listening on https://ADDR`."
+        long_help = "Address and port to serve HTTPS on. Port 0 picks a free port; the address actually bound is printed on stderr as `pullcheck webhook: listening on https://ADDR`."
     )]
     pub listen: SocketAddr,
 
@@ -44,6 +44,7 @@ pub(crate) struct WebhookArgs {
         long = "tls-cert",
         value_name = "FILE",
         env = "PULLCHECK_TLS_CERT",
+        hide_env_values = true,
         help_heading = "Server",
         long_help = "PEM certificate chain served to the API server (cert-manager's tls.crt). Re-read every --reload-interval and swapped in when its contents change. Env: PULLCHECK_TLS_CERT."
     )]
@@ -54,6 +55,7 @@ pub(crate) struct WebhookArgs {
         long = "tls-key",
         value_name = "FILE",
         env = "PULLCHECK_TLS_KEY",
+        hide_env_values = true,
         help_heading = "Server",
         long_help = "PEM private key of --tls-cert (cert-manager's tls.key), reloaded with it. A pair that does not load keeps the current one serving. Env: PULLCHECK_TLS_KEY."
     )]
@@ -65,7 +67,7 @@ pub(crate) struct WebhookArgs {
         value_name = "SECONDS",
         default_value_t = 30.0,
         help_heading = "Server",
-        long_help = "How often, in seconds, the certificate and key files are read and compared with what is served (default 30). Polling contents is robust to Kubernetes' symlink swaps."
+        long_help = "How often, in seconds, the certificate and key files are read and compared with what is served. Polling contents is robust to Kubernetes' symlink swaps."
     )]
     pub reload_interval: f64,
 
@@ -75,7 +77,7 @@ pub(crate) struct WebhookArgs {
         value_name = "SECONDS",
         default_value_t = 10.0,
         help_heading = "Server",
-        long_help = "After SIGTERM, /readyz answers 503 and requests are still served for a quarter of this time (at most 2 s), each answer with Connection: close so keep-alive clients move off without losing a request; then the listener closes and requests in flight get the rest of this time to finish (default 10; keep it below terminationGracePeriodSeconds)."
+        long_help = "After SIGTERM, /readyz answers 503 and requests are still served for a quarter of this time (at most 2 s), each answer with Connection: close so keep-alive clients move off without losing a request; then the listener closes and requests in flight get the rest of this time to finish (keep it below terminationGracePeriodSeconds)."
     )]
     pub shutdown_grace: f64,
 
@@ -100,7 +102,7 @@ warning naming each image that was not verified."
         value_name = "SECONDS",
         default_value_t = 8.0,
         help_heading = "Policy",
-        long_help = "Seconds from receiving a review to answering it (default 8). Images without a verdict by then are 'not verified': admitted with a warning, or denied with --fail-closed. Keep it below the webhook configuration's timeoutSeconds (default 10)."
+        long_help = "Seconds from receiving a review to answering it. Images without a verdict by then are 'not verified': admitted with a warning, or denied with --fail-closed. Keep it below the webhook configuration's timeoutSeconds, whose default is 10."
     )]
     pub budget: f64,
 
@@ -125,19 +127,19 @@ affinity) or kubernetes.io/os narrows the list."
     )]
     pub kinds: Option<PathBuf>,
 
-    /// The init container image /mutate injects.
+    /// The init container image /mutate injects (pin it by digest).
     #[arg(long = "inject-image", value_name = "IMAGE", default_value_t = default_image(), help_heading = "Mutation",
         long_help = "The pullcheck image of the injected init container, pulled with IfNotPresent. Mirror it next to your workloads and pin it by digest.")]
     pub inject_image: String,
 
     /// CPU request and limit of the injected init container.
     #[arg(long = "inject-cpu", value_name = "QUANTITY", default_value = DEFAULT_CPU, help_heading = "Mutation",
-        long_help = "CPU request and limit of the injected init container, as a Kubernetes quantity (default 100m).")]
+        long_help = "CPU request and limit of the injected init container, as a Kubernetes quantity.")]
     pub inject_cpu: String,
 
     /// Memory request and limit of the injected init container.
     #[arg(long = "inject-memory", value_name = "QUANTITY", default_value = DEFAULT_MEMORY, help_heading = "Mutation",
-        long_help = "Memory request and limit of the injected init container, as a Kubernetes quantity (default 64Mi).")]
+        long_help = "Memory request and limit of the injected init container, as a Kubernetes quantity.")]
     pub inject_memory: String,
 
     /// Extra `pullcheck check` argument for the injected container (repeatable).
@@ -159,7 +161,7 @@ affinity) or kubernetes.io/os narrows the list."
     pub fail_fast: bool,
 
     /// podFailurePolicy action for pullcheck's transient code 20.
-    #[arg(long = "transient", value_enum, default_value_t = Transient::Count, help_heading = "Mutation",
+    #[arg(long = "transient", value_enum, value_name = "ACTION", default_value_t = Transient::Count, help_heading = "Mutation",
         long_help = "What pullcheck's transient code 20 does in mutated workloads: count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35).")]
     pub transient: Transient,
 
@@ -238,7 +240,7 @@ link-local literals and the API server stay refused."
         value_name = "SECONDS",
         default_value_t = 5.0,
         help_heading = "Registry",
-        long_help = "Deadline of one HTTP request to a registry, in seconds (default 5); the budget cuts it shorter when needed."
+        long_help = "Deadline of one HTTP request to a registry, in seconds; the budget cuts it shorter when needed."
     )]
     pub request_timeout: f64,
 
@@ -248,7 +250,7 @@ link-local literals and the API server stay refused."
         value_name = "N",
         default_value_t = 16,
         help_heading = "Registry",
-        long_help = "How many images of one review are resolved at once (default 16)."
+        long_help = "How many images of one review are resolved at once."
     )]
     pub concurrency: usize,
 
@@ -258,7 +260,7 @@ link-local literals and the API server stay refused."
         value_name = "SECONDS",
         default_value_t = 600.0,
         help_heading = "Cache",
-        long_help = "Seconds a pullable verdict is reused for the same reference, credentials and platforms (default 600)."
+        long_help = "Seconds a pullable verdict is reused for the same reference, credentials and platforms."
     )]
     pub cache_positive_ttl: f64,
 
@@ -268,7 +270,7 @@ link-local literals and the API server stay refused."
         value_name = "SECONDS",
         default_value_t = 30.0,
         help_heading = "Cache",
-        long_help = "Seconds a failing verdict (not found, denied, ...) is reused (default 30). Transient verdicts are never cached."
+        long_help = "Seconds a failing verdict (not found, denied, ...) is reused. Transient verdicts are never cached."
     )]
     pub cache_negative_ttl: f64,
 
@@ -278,7 +280,7 @@ link-local literals and the API server stay refused."
         value_name = "MIB",
         default_value_t = 32,
         help_heading = "Cache",
-        long_help = "Upper bound of the verdict cache's memory estimate, in MiB (default 32); the least used entries go first."
+        long_help = "Upper bound of the verdict cache's memory estimate, in MiB; the least used entries go first."
     )]
     pub cache_max_mib: u64,
 
@@ -288,7 +290,7 @@ link-local literals and the API server stay refused."
         value_name = "SECONDS",
         default_value_t = 10.0,
         help_heading = "Cache",
-        long_help = "Seconds a Secret or ServiceAccount read from the API is reused (default 10)."
+        long_help = "Seconds a Secret or ServiceAccount read from the API is reused."
     )]
     pub secret_cache_ttl: f64,
 }
@@ -395,6 +397,12 @@ impl WebhookArgs {
 /// usage errors (exit 2).
 pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
     let config = a.config()?;
+    // Once at startup, before the listening line: every pod /mutate touches gets this image.
+    if let Some(w) =
+        super::init_container::unpinned_image_warning("--inject-image", &config.inject.image)
+    {
+        eprintln!("pullcheck webhook: warning: {w}");
+    }
     let guard = Guard::new(a.guard_policy());
     crate::webhook::serve(config, guard)
         .await

@@ -60,6 +60,11 @@ pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
                 Verdict::NotFound,
                 format!("manifest larger than {n} bytes: containerd rejects it as not found ({e})"),
             ),
+            // Transient, not retried: containerd fails the same pull without a hosts.toml
+            // naming http://, but the node may have one (or an insecure-registry setting)
+            // that the pod or webhook running pullcheck lacks, so it is no fact about the
+            // image. Retrying would only repeat the same answer, hence no retries.
+            Failure::PlainHttp(_) => (Verdict::Transient, format!("{e}")),
             Failure::Dns(_)
             | Failure::Connect(_)
             | Failure::Tls(_)

@@ -23,21 +23,6 @@ pub(crate) enum PlatformResult {
     NotReached,
 }
 
-impl PlatformResult {
-    /// The schema's spelling, e.g. `single_manifest`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            PlatformResult::Exact => "exact",
-            PlatformResult::Fallback => "fallback",
-            PlatformResult::NoPlatformField => "no_platform_field",
-            PlatformResult::SingleManifest => "single_manifest",
-            PlatformResult::NotChecked => "not_checked",
-            PlatformResult::Missing => "missing",
-            PlatformResult::NotReached => "not_reached",
-        }
-    }
-}
-
 /// How the platform check ended for one image.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct PlatformReport {

@@ -102,6 +102,10 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         }
         return out;
     }
+    if let Some(why) = super::not_an_object(obj) {
+        warn(&mut out, "", format!("{why}: left unchanged"));
+        return out;
+    }
     if table.lookup(obj).is_none() {
         let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
@@ -283,14 +287,24 @@ pub fn inject_stream(
     table: &Table,
 ) -> Result<(String, Vec<(usize, Warning)>), super::yaml::YamlError> {
     let mut docs = super::yaml::parse_documents(text)?;
+    let warnings = inject_documents(&mut docs, opts, table);
+    let out = super::yaml::to_yaml_stream(docs.iter().map(|d| &d.value))?;
+    Ok((out, warnings))
+}
+
+/// Inject into parsed documents in place; warnings with their document number.
+pub(crate) fn inject_documents(
+    docs: &mut [super::yaml::Document],
+    opts: &InjectOptions,
+    table: &Table,
+) -> Vec<(usize, Warning)> {
     let mut warnings = Vec::new();
-    for d in &mut docs {
+    for d in docs {
         warnings.extend(
             inject_object(&mut d.value, opts, table)
                 .into_iter()
                 .map(|w| (d.number, w)),
         );
     }
-    let out = super::yaml::to_yaml_stream(docs.iter().map(|d| &d.value))?;
-    Ok((out, warnings))
+    warnings
 }

@@ -44,6 +44,8 @@ pub mod rule {
     pub const PULLCHECK_UNPINNED: &str = "pullcheck-image-unpinned";
     /// A pod template without the pullcheck init container.
     pub const PULLCHECK_MISSING: &str = "pullcheck-missing";
+    /// A document without apiVersion and kind: nothing the API server would accept.
+    pub const NOT_AN_OBJECT: &str = "not-a-kubernetes-object";
 }
 
 /// One gap in one workload.
@@ -120,13 +122,19 @@ pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
             .flatten();
         return items.flat_map(|i| lint_object(i, table)).collect();
     }
-    if table.lookup(obj).is_none() || skipped(obj) {
-        return Vec::new();
-    }
     let mut cx = Ctx {
         obj,
         out: Vec::new(),
     };
+    // Reported rather than ignored like an unknown kind: `kubectl apply` refuses such a
+    // document, so a strict lint that passed it would pass a broken file.
+    if let Some(why) = super::not_an_object(obj) {
+        cx.push(rule::NOT_AN_OBJECT, "", why);
+        return cx.out;
+    }
+    if table.lookup(obj).is_none() || skipped(obj) {
+        return Vec::new();
+    }
     let templates: Vec<PodTemplateRef> = pod_templates(obj, table)
         .into_iter()
         .filter(|t| {
@@ -263,6 +271,16 @@ fn short(image: &str) -> String {
     }
 }
 
+/// True for a Job whose first failed pod fails it: `backoffLimit: 0` and a pod template
+/// with `restartPolicy: Never` (with OnFailure the container restarts in place first).
+fn fails_on_first_pod(cx: &Ctx<'_>, job: &str, template: &str) -> bool {
+    cx.obj
+        .pointer(&format!("{job}/backoffLimit"))
+        .and_then(Value::as_i64)
+        == Some(0)
+        && cx.str(&format!("{template}/spec/restartPolicy")) == Some("Never")
+}
+
 fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
     if !cx.has(&format!("{job}/backoffLimit")) {
         cx.push(
@@ -276,6 +294,9 @@ fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
         .pointer(&format!("{job}/podFailurePolicy"))
         .filter(|p| !p.is_null())
     {
+        // restartPolicy Never with backoffLimit 0: the first failed pod, whatever its exit
+        // code, fails the Job, which is all a FailJob rule would add (README's fail-fast).
+        None if fails_on_first_pod(cx, job, template) => {}
         None => cx.push(
             rule::POD_FAILURE_POLICY,
             format!("{job}/podFailurePolicy"),
@@ -342,7 +363,11 @@ fn run_policy_findings(cx: &mut Ctx<'_>, rp: &str) {
 
 /// Lint a whole YAML stream; findings carry their document number.
 pub fn lint_stream(text: &str, table: &Table) -> Result<Vec<Finding>, super::yaml::YamlError> {
-    let docs = super::yaml::parse_documents(text)?;
+    Ok(lint_documents(&super::yaml::parse_documents(text)?, table))
+}
+
+/// Lint parsed documents; findings carry their document number.
+pub(crate) fn lint_documents(docs: &[super::yaml::Document], table: &Table) -> Vec<Finding> {
     let mut out = Vec::new();
     for d in docs {
         out.extend(lint_object(&d.value, table).into_iter().map(|mut f| {
@@ -350,5 +375,5 @@ pub fn lint_stream(text: &str, table: &Table) -> Result<Vec<Finding>, super::yam
             f
         }));
     }
-    Ok(out)
+    out
 }

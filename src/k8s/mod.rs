@@ -32,6 +32,25 @@ pub(crate) fn cut_chars(text: &str, max: usize) -> String {
     out
 }
 
+/// Why a document is not a Kubernetes object, or `None` when it is one: a mapping with a
+/// non-empty string `apiVersion` and `kind`, which is all the API server asks of any object.
+pub(crate) fn not_an_object(v: &serde_json::Value) -> Option<&'static str> {
+    let field = |name: &str| {
+        v.get(name)
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    if !v.is_object() {
+        return Some("not a Kubernetes object: not a mapping with apiVersion and kind");
+    }
+    match (field("apiVersion"), field("kind")) {
+        (true, true) => None,
+        (false, false) => Some("not a Kubernetes object: no apiVersion and no kind"),
+        (false, true) => Some("not a Kubernetes object: no apiVersion"),
+        (true, false) => Some("not a Kubernetes object: no kind"),
+    }
+}
+
 /// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
 pub const CONTAINER_NAME: &str = "pullcheck";
 

@@ -42,14 +42,14 @@ pub enum ReferenceError {
     #[error("invalid reference \"\": an image reference must not be empty")]
     NameEmpty,
     /// The input does not follow `[registry/]repository[:tag][@digest]` (`ErrReferenceInvalidFormat`).
-    #[error("invalid reference {input:?}: not of the form [registry/]repository[:tag][@digest]")]
+    #[error("invalid reference {input:?}: {}", format_problem(input))]
     InvalidFormat {
         /// The rejected input.
         input: String,
     },
     /// The repository part has uppercase letters (`ErrNameContainsUppercase`, and the
     /// `ParseNormalizedNamed` "must be lowercase" error). Registries may be uppercase.
-    #[error("invalid reference {input:?}: repository name must be lowercase")]
+    #[error("invalid reference {input:?}: {}", uppercase_problem(input))]
     NameContainsUppercase {
         /// The rejected input.
         input: String,
@@ -81,7 +81,7 @@ pub enum ReferenceError {
     },
     /// The digest hex has the wrong length for its algorithm (go-digest `ErrDigestInvalidLength`).
     #[error(
-        "invalid reference {input:?}: a {algorithm} digest has {expected} hex digits, this one has {found}"
+        "invalid reference {input:?}: {algorithm} digest has {found} hex characters; it needs {expected}"
     )]
     DigestInvalidLength {
         /// The rejected input.
@@ -119,6 +119,72 @@ pub enum ReferenceError {
         /// What `ParseNormalizedNamed` made of it.
         canonical: String,
     },
+}
+
+/// Why `input` fails the grammar, in the terms a person can act on: the first character
+/// no reference may contain, else a digest too short for the grammar, else a tag too
+/// long, else the grammar's shape. Only the message: the kind stays the upstream one.
+fn format_problem(input: &str) -> String {
+    if let Some(bad) = bad_character(input) {
+        return bad;
+    }
+    if let Some((_, digest)) = input.rsplit_once('@')
+        && let Some((algorithm, hex)) = digest.split_once(':')
+        && !hex.is_empty()
+        && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        && hex.len() < grammar::MIN_DIGEST_HEX_LENGTH
+    {
+        let needs = match algorithm {
+            "sha256" => "64".to_string(),
+            "sha384" => "96".to_string(),
+            "sha512" => "128".to_string(),
+            _ => format!("at least {}", grammar::MIN_DIGEST_HEX_LENGTH),
+        };
+        return format!(
+            "{algorithm} digest has {} hex characters; it needs {needs}",
+            hex.len()
+        );
+    }
+    let name = input.split_once('@').map_or(input, |(n, _)| n);
+    if let Some((repo, tag)) = name.rsplit_once(':')
+        && !tag.contains('/')
+        && !repo.is_empty()
+        && tag.len() > grammar::MAX_TAG_LENGTH
+    {
+        return format!(
+            "tag is {} characters long, the limit is {}",
+            tag.len(),
+            grammar::MAX_TAG_LENGTH
+        );
+    }
+    "not of the form [registry/]repository[:tag][@digest]".into()
+}
+
+/// The uppercase message, unless a character no reference may contain is the real problem
+/// (`"Busy box"`: lowercasing would not make it valid).
+fn uppercase_problem(input: &str) -> String {
+    bad_character(input).unwrap_or_else(|| "repository name must be lowercase".into())
+}
+
+/// The first character no part of the grammar accepts (`[A-Za-z0-9._-]`, the separators
+/// `/ : @`, IPv6 brackets, and `+ =` of digest algorithms and encodings), with its 1-based
+/// column, e.g. `a space at column 5 is not allowed in an image reference`.
+fn bad_character(input: &str) -> Option<String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-/:@[]+=".contains(c);
+    input
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !allowed(*c))
+        .map(|(i, c)| {
+            let shown = match c {
+                ' ' => "a space".to_string(),
+                c => format!("{c:?}"),
+            };
+            format!(
+                "{shown} at column {} is not allowed in an image reference",
+                i + 1
+            )
+        })
 }
 
 impl ReferenceError {
@@ -522,6 +588,48 @@ mod tests {
     use super::*;
 
     const HEX64: &str = "e6693c20186f837fc393390135d8a598a96a833917917789d63766cab6c59582";
+
+    /// Messages name what is wrong; kinds stay the upstream ones.
+    #[test]
+    fn invalid_references_say_what_is_wrong() {
+        let long_tag = format!("busybox:{}", "a".repeat(129));
+        for (input, kind, why) in [
+            (
+                "Busybox",
+                "name_contains_uppercase",
+                "repository name must be lowercase",
+            ),
+            (
+                "Busy box",
+                "name_contains_uppercase",
+                "a space at column 5 is not allowed in an image reference",
+            ),
+            (
+                "app:v1!",
+                "invalid_reference_format",
+                "'!' at column 7 is not allowed in an image reference",
+            ),
+            (
+                "app@sha256:abc",
+                "invalid_reference_format",
+                "sha256 digest has 3 hex characters; it needs 64",
+            ),
+            (
+                long_tag.as_str(),
+                "invalid_reference_format",
+                "tag is 129 characters long, the limit is 128",
+            ),
+            (
+                "a//b",
+                "invalid_reference_format",
+                "not of the form [registry/]repository[:tag][@digest]",
+            ),
+        ] {
+            let e = Reference::parse(input).unwrap_err();
+            assert_eq!(e.kind(), kind, "{input}");
+            assert_eq!(e.to_string(), format!("invalid reference {input:?}: {why}"));
+        }
+    }
 
     #[test]
     fn short_name_is_docker_hub_official() {

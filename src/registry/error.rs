@@ -38,6 +38,9 @@ pub(crate) enum Failure {
     Connect(String),
     /// TLS handshake failed, e.g. the certificate is not trusted or is for another name.
     Tls(String),
+    /// An HTTPS request got a plain-HTTP answer from `HOST:PORT`: the registry serves
+    /// plain HTTP and was not configured as such. Not retried: the answer won't change.
+    PlainHttp(String),
     /// The request's deadline passed.
     Timeout,
     /// Redirect loop or a redirect the guard refused.
@@ -56,6 +59,11 @@ impl fmt::Display for Failure {
             Failure::Dns(m) => write!(f, "cannot resolve host: {m}"),
             Failure::Connect(m) => write!(f, "cannot connect: {m}"),
             Failure::Tls(m) => write!(f, "TLS: {m}"),
+            Failure::PlainHttp(host) => write!(
+                f,
+                "{host} answered HTTPS with plain HTTP; if it serves plain HTTP, pass \
+--insecure-registry {host} or give it a hosts.toml with server = \"http://{host}\""
+            ),
             Failure::Timeout => f.write_str("timed out"),
             Failure::Redirect(m) => write!(f, "redirect: {m}"),
             Failure::TooLarge(n) => write!(f, "response body larger than {n} bytes"),
@@ -116,13 +124,16 @@ pub(crate) fn is_retryable_status(status: u16) -> bool {
 
 impl RegistryError {
     /// True for failures worth retrying: no response (except guard refusals, oversized
-    /// bodies and redirect loops), and [`is_retryable_status`].
+    /// bodies, redirect loops and a plain-HTTP answer), and [`is_retryable_status`].
     pub(crate) fn is_retryable(&self) -> bool {
         match self {
             RegistryError::Status { status, .. } => is_retryable_status(*status),
             RegistryError::Transport { failure, .. } => !matches!(
                 failure,
-                Failure::Guard(_) | Failure::TooLarge(_) | Failure::Redirect(_)
+                Failure::Guard(_)
+                    | Failure::TooLarge(_)
+                    | Failure::Redirect(_)
+                    | Failure::PlainHttp(_)
             ),
             RegistryError::Protocol { .. } => false,
         }

@@ -329,6 +329,9 @@ fn classify(err: &reqwest::Error) -> Failure {
             return Failure::Guard(g.0.clone());
         }
         if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            if let (true, Some(host)) = (is_plain_http(t), err.url().map(host_port)) {
+                return Failure::PlainHttp(host);
+            }
             return Failure::Tls(describe_tls(t));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -361,6 +364,24 @@ fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
         source = e.source();
     }
     last
+}
+
+/// A plain-HTTP server's answer to a ClientHello starts with `HTTP/1.`: its first byte, `H`
+/// (0x48), is no TLS record type, which rustls reports as an invalid content type.
+fn is_plain_http(e: &rustls::Error) -> bool {
+    matches!(
+        e,
+        rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+    )
+}
+
+/// `HOST:PORT` as `--insecure-registry` and hosts.toml spell it (the port only when given).
+fn host_port(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    }
 }
 
 fn describe_tls(e: &rustls::Error) -> String {

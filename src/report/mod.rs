@@ -1,12 +1,20 @@
 //! Reports: turn outcomes into bytes. No decisions are made here.
 //!
-//! - [`text`]: one human line per image, for stderr;
+//! - [`text`]: one human line per image, for stdout (its warnings for stderr);
 //! - [`json`]: the versioned JSON document for `--output json` (docs/json-schema.md);
 //! - [`termination`]: the ≤ 4 KiB summary the kubelet shows in `kubectl describe pod`.
 
 pub(crate) mod json;
 pub(crate) mod termination;
 pub(crate) mod text;
+
+/// `n` and the noun, plural unless `n` is 1: `1 image`, `3 images`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
 
 /// `s` with control characters (newlines, escapes, NUL…) written as Rust escapes, so text
 /// from an image argument or a registry can't forge extra output lines or terminal codes.

@@ -21,9 +21,13 @@ pub(crate) fn summary(outcomes: &[Outcome], exit_code: u8) -> String {
         .filter(|o| o.verdict != Verdict::Pullable)
         .collect();
     let mut s = if failing.is_empty() {
-        format!("pullcheck: all {} images pullable\n", outcomes.len())
+        match outcomes.len() {
+            1 => "pullcheck: the image is pullable\n".to_string(),
+            n => format!("pullcheck: all {n} images pullable\n"),
+        }
     } else {
         format!(
+            // "1 of 1 images" stays: scripts/image-smoke.sh and recorded results match it.
             "pullcheck: exit {exit_code}: {} of {} images not pullable\n",
             failing.len(),
             outcomes.len()

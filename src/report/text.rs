@@ -10,11 +10,9 @@ pub(crate) fn line(o: &Outcome) -> String {
     if let Some(d) = &o.digest {
         s.push_str(&format!(" {}", short_digest(d)));
     }
-    if let Some(t) = &o.platform.target {
-        let m = o.platform.matched.as_deref().unwrap_or("-");
-        s.push_str(&format!(" platform={t}:{}:{m}", o.platform.result.as_str()));
-    } else if o.platform.result == PlatformResult::NotChecked {
-        s.push_str(" platform=not-checked");
+    if let Some(p) = platform(o) {
+        s.push(' ');
+        s.push_str(&p);
     }
     if let Some(r) = &o.registry {
         s.push_str(&format!(" registry={r}"));
@@ -31,6 +29,31 @@ pub(crate) fn line(o: &Outcome) -> String {
     s
 }
 
+/// The platform step in words, e.g. `platform linux/amd64 (single-platform image)`; the JSON
+/// document keeps the structured `platform` object. `None` when the step was not reached.
+fn platform(o: &Outcome) -> Option<String> {
+    let p = &o.platform;
+    let Some(target) = &p.target else {
+        // Why it was skipped is the note printed under the line.
+        return (p.result == PlatformResult::NotChecked).then(|| "platform not verified".into());
+    };
+    // The entry chosen, when it is spelled differently from the target (linux/arm64/v8).
+    let entry = match p.matched.as_deref() {
+        Some(m) if m != target => format!(": {m}"),
+        _ => String::new(),
+    };
+    let how = match p.result {
+        PlatformResult::Exact => format!("exact match in the index{entry}"),
+        PlatformResult::Fallback => format!("only a fallback matches in the index{entry}"),
+        PlatformResult::NoPlatformField => "an index entry without a platform matches".into(),
+        PlatformResult::SingleManifest => "single-platform image".into(),
+        PlatformResult::Missing => "not in the index".into(),
+        PlatformResult::NotChecked => "not verified".into(),
+        PlatformResult::NotReached => return None,
+    };
+    Some(format!("platform {target} ({how})"))
+}
+
 /// Extra lines for warnings, each prefixed so they read as belonging to the image.
 pub(crate) fn warnings(o: &Outcome) -> Vec<String> {
     let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
@@ -45,6 +68,16 @@ pub(crate) fn warnings(o: &Outcome) -> Vec<String> {
         w.push(format!("note: {reference}: {n}"));
     }
     w
+}
+
+/// Every outcome's warnings and notes, on stderr: they are diagnostics, not results, so
+/// stdout carries only the per-image lines or the JSON document whatever the format.
+pub(crate) fn print_warnings(outcomes: &[Outcome]) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for w in outcomes.iter().flat_map(warnings) {
+        let _ = writeln!(err, "{w}");
+    }
 }
 
 /// `sha256:0123456789ab` (first 12 hex characters).

@@ -222,3 +222,29 @@ fn retry_after_beyond_the_deadline_gives_up_at_once() {
     assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(s.requests(), vec!["HEAD /v2/app/manifests/v1".to_string()]);
 }
+
+#[test]
+fn a_plain_http_registry_addressed_as_https_names_the_fix_without_retrying() {
+    let f = fixture();
+    let host = f.anon.host.clone();
+    let image = f.images.oci_manifest.reference(&f.anon);
+    let start = Instant::now();
+    let r = run(&["check", &image], &[]);
+    let took = start.elapsed();
+    r.assert_code(20);
+    assert_eq!(
+        // The detail: what follows the line's elapsed time.
+        r.stdout
+            .split_once("ms: ")
+            .map(|(_, d)| d.trim_end())
+            .unwrap_or_default(),
+        format!(
+            "GET https://{host}/v2/oci/app/manifests/v1: {host} answered HTTPS with plain HTTP; \
+if it serves plain HTTP, pass --insecure-registry {host} or give it a hosts.toml with \
+server = \"http://{host}\""
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(took < Duration::from_secs(1), "retried: took {took:?}");
+}

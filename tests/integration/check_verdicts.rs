@@ -214,7 +214,8 @@ fn several_images_exit_with_the_lowest_permanent_code() {
 }
 
 #[test]
-fn text_output_is_one_line_per_image_on_stderr() {
+/// Results on stdout, diagnostics on stderr, as for every other command.
+fn text_output_is_one_line_per_image_on_stdout() {
     let f = fixture();
     let host = anon().host.clone();
     let ca = f.ca_file.to_string_lossy().into_owned();
@@ -231,9 +232,9 @@ fn text_output_is_one_line_per_image_on_stderr() {
         &[],
     );
     r.assert_code(11);
-    assert_eq!(r.stdout, "");
-    let lines: Vec<&str> = r.stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
     let digest12 = &f.images.oci_manifest.digest["sha256:".len()..][..12];
     assert!(
         lines[0].starts_with(&format!(
@@ -248,6 +249,27 @@ fn text_output_is_one_line_per_image_on_stderr() {
         lines[1]
     );
     assert!(lines[1].contains(": manifest unknown ("), "{}", lines[1]);
+}
+
+#[test]
+fn json_output_carries_no_text_lines_and_quiet_prints_nothing() {
+    let host = anon().host.clone();
+    let image = fixture().images.oci_manifest.reference(anon());
+    let missing = format!("{host}/oci/app:missing");
+    let base = ["check", "--insecure-registry", host.as_str()];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend([image.as_str(), missing.as_str()]);
+        crate::support::process::run(&args, &[])
+    };
+    let r = with(&["--output", "json"]);
+    r.assert_code(11);
+    assert_eq!(r.json()["exit_code"], 11);
+    assert_eq!(r.stderr, "", "no human lines beside the JSON");
+    let r = with(&["--quiet"]);
+    r.assert_code(11);
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
 }
 
 #[test]
@@ -345,4 +367,90 @@ fn nested_index_without_the_platform_is_platform_missing() {
             format!("GET /v2/nestedarm/app/manifests/{} 200", inner.digest),
         ]
     );
+}
+
+#[test]
+fn text_line_says_the_platform_step_in_words() {
+    let f = fixture();
+    let host = anon().host.clone();
+    let text = |platform: &str, image: &str| {
+        let r = crate::support::process::run(
+            &[
+                "check",
+                "--insecure-registry",
+                &host,
+                "--platform",
+                platform,
+                image,
+            ],
+            &[],
+        );
+        r.assert_code(0);
+        r
+    };
+    let single = f.images.oci_manifest.reference(anon());
+    let index = f.images.multi_index.reference(anon());
+    for (platform, image, words) in [
+        (
+            "linux/amd64",
+            &single,
+            " platform linux/amd64 (single-platform image) ",
+        ),
+        (
+            "linux/amd64",
+            &index,
+            " platform linux/amd64 (exact match in the index) ",
+        ),
+        (
+            "linux/arm64",
+            &index,
+            " platform linux/arm64 (exact match in the index: linux/arm64/v8) ",
+        ),
+        ("any", &single, " platform not verified "),
+    ] {
+        let r = text(platform, image);
+        assert!(r.stdout.contains(words), "{platform} {image}: {}", r.stdout);
+        assert!(!r.stdout.contains("platform="), "{}", r.stdout);
+    }
+    let r = text("any", &single);
+    assert_eq!(
+        r.stderr.trim_end(),
+        format!("note: {single}: platform not verified: --platform any")
+    );
+}
+
+#[test]
+fn invalid_references_name_the_character_or_the_digest_length() {
+    let short = "busybox@sha256:0123456789ab";
+    let long_digest = format!("busybox@sha512:{}", "a".repeat(64));
+    let cases = [
+        (
+            "Busy box",
+            "a space at column 5 is not allowed in an image reference",
+        ),
+        (
+            " ",
+            "a space at column 1 is not allowed in an image reference",
+        ),
+        (
+            "ghcr.io/org/app:v1\t",
+            "'\\t' at column 19 is not allowed in an image reference",
+        ),
+        (short, "sha256 digest has 12 hex characters; it needs 64"),
+        (
+            long_digest.as_str(),
+            "sha512 digest has 64 hex characters; it needs 128",
+        ),
+    ];
+    let images: Vec<&str> = cases.iter().map(|(i, _)| *i).collect();
+    let mut args = vec!["check", "--output", "json"];
+    args.extend(&images);
+    let r = crate::support::process::run(&args, &[]);
+    r.assert_code(10);
+    for (i, (image, why)) in cases.iter().enumerate() {
+        assert_eq!(
+            r.image(i)["detail"],
+            format!("invalid reference {image:?}: {why}"),
+        );
+    }
 }

@@ -74,3 +74,23 @@ fn completion_scripts_are_generated() {
         &r.stdout[..r.stdout.len().min(200)]
     );
 }
+
+/// A default is printed once (clap's `[default: …]`), an environment variable by name only,
+/// whatever the caller's environment holds.
+#[test]
+fn help_states_each_default_once_and_no_environment_value() {
+    for sub in ["check", "scan", "explain", "webhook"] {
+        let r = run(
+            &[sub, "--help"],
+            &[("PULLCHECK_PULL_SECRETS", "/secret/path")],
+        );
+        r.assert_code(0);
+        for paragraph in r.stdout.split("\n\n") {
+            if paragraph.contains("[default: ") {
+                assert!(!paragraph.contains("(default "), "{sub}: {paragraph}");
+            }
+        }
+        assert!(!r.stdout.contains("/secret/path"), "{sub}");
+        assert!(!r.stdout.contains("[env: PULLCHECK_PULL_SECRETS="), "{sub}");
+    }
+}

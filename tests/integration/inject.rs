@@ -445,9 +445,30 @@ fn binary_reads_stdin_writes_stdout_and_warns_on_stderr() {
     assert_eq!(code, 0, "{err}");
     let (lib, _) = inject_stream(&input, &fail_fast(), &Table::builtin()).unwrap();
     assert_eq!(out, lib);
+    // The unpinned --image is warned about first (issue: a newcomer's first hour).
     assert_eq!(
         err,
-        "pullcheck: warning: -: document 2: unknown kind v1 Service: left unchanged (add it with --kinds)\n"
+        "pullcheck: warning: --image mirror.example/pullcheck:1 is not pinned by digest (lint flags it); \
+get the digest with `crane digest mirror.example/pullcheck:1` or \
+`skopeo inspect --format '{{.Digest}}' docker://mirror.example/pullcheck:1` \
+(scripts/publish-image.sh prints it when it pushes the image) and pass --image IMAGE@sha256:…\n\
+pullcheck: warning: -: document 2: unknown kind v1 Service: left unchanged (add it with --kinds)\n"
+    );
+}
+
+#[test]
+fn binary_warns_once_about_an_unpinned_image_and_not_about_a_pinned_one() {
+    let pinned = format!("mirror.example/pullcheck:1@sha256:{}", "ab".repeat(32));
+    let (code, _, err) = binary(&["inject", "--image", &pinned, "-f", "-"], JOB);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = binary(&["inject", "-f", "-"], JOB);
+    assert_eq!(code, 0);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("pullcheck: warning: --image ghcr.io/pullcheck/pullcheck:")
+            && err.contains("`crane digest ghcr.io/pullcheck/pullcheck:")
+            && err.contains("scripts/publish-image.sh"),
+        "{err}"
     );
 }
 

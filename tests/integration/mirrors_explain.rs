@@ -434,3 +434,28 @@ fn explain_names_the_node_credential_pattern_of_an_ecr_looking_registry() {
         "https://123456789012.dkr.ecr.us-east-1.amazonaws.com/v2"
     );
 }
+
+/// Every JSON document a command prints carries the same `schema_version`.
+#[test]
+fn every_json_document_has_the_same_schema_version() {
+    let dir = temp_dir();
+    let job = dir.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: 'Bad Image'}]\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let mut versions = Vec::new();
+    for (args, code) in [
+        (vec!["explain", "--output", "json", "busybox"], 0),
+        (vec!["check", "--output", "json", "Bad Image"], 10),
+        (vec!["scan", "--output", "json", "-f", job], 10),
+        (vec!["lint", "--output", "json", "-f", job], 0),
+    ] {
+        let r = run(&args, &[]);
+        r.assert_code(code);
+        versions.push(r.json()["schema_version"].clone());
+    }
+    assert_eq!(versions, vec![serde_json::json!(1); 4]);
+}

@@ -135,3 +135,46 @@ fn scan_of_unreadable_input_is_a_usage_error() {
         r.stderr
     );
 }
+
+/// One document, one image, two replicas with the same container name: counted in the
+/// singular, and the place listed once.
+#[test]
+fn scan_text_is_singular_for_one_and_names_a_place_once() {
+    let f = fixture();
+    let image = f.images.oci_manifest.reference(&f.anon);
+    let job = format!(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {{name: resnet}}\nspec:\n  pytorchReplicaSpecs:\n    Master: {{template: {{spec: {{containers: [{{name: pytorch, image: \"{image}\"}}]}}}}}}\n    Worker: {{template: {{spec: {{containers: [{{name: pytorch, image: \"{image}\"}}]}}}}}}\n"
+    );
+    let dir = temp_dir();
+    let path = dir.path().join("job.yaml");
+    std::fs::write(&path, job).unwrap();
+    let file = path.to_str().unwrap();
+    let base = [
+        "scan",
+        "--insecure-registry",
+        &f.anon.host,
+        "--platform",
+        "any",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["-f", file]);
+    let r = run(&args, &[]);
+    r.assert_code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert!(
+        lines[0].ends_with("  [PyTorchJob/resnet:pytorch]"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[1],
+        "scanned 1 document, 1 image: 1 pullable, 0 not (exit 0)"
+    );
+    args.extend(["--output", "json"]);
+    let r = run(&args, &[]);
+    assert_eq!(
+        r.image(0)["uses"],
+        serde_json::json!([{"document": 1, "kind": "PyTorchJob", "name": "resnet", "container": "pytorch"}])
+    );
+}

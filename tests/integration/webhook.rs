@@ -970,3 +970,27 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
         "{log}"
     );
 }
+
+#[test]
+fn an_unpinned_inject_image_is_warned_about_once_at_startup() {
+    let wh = Webhook::start(&[]);
+    let log = wh.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("is not pinned by digest"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0]
+            .starts_with("pullcheck webhook: warning: --inject-image ghcr.io/pullcheck/pullcheck:")
+            && warnings[0].contains("`crane digest ghcr.io/pullcheck/pullcheck:")
+            && warnings[0].ends_with("and pass --inject-image IMAGE@sha256:…"),
+        "{log}"
+    );
+    let checker = fixture()
+        .images
+        .digest_only
+        .digest_reference(&fixture().anon);
+    let pinned = Webhook::start(&["--inject-image", &checker]);
+    assert!(!pinned.log().contains("not pinned"), "{}", pinned.log());
+}

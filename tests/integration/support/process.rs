@@ -69,6 +69,18 @@ pub fn pullcheck_under(program: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The binary under another name: `link` is created as a symlink to it (e.g.
+/// `…/kubectl-pullcheck`, as a kubectl plugin is installed), run with the environment of
+/// [`pullcheck`].
+pub fn pullcheck_as(link: &std::path::Path) -> Command {
+    if !link.exists() {
+        std::os::unix::fs::symlink(bin(), link).expect("symlink the binary");
+    }
+    let mut cmd = Command::new(link);
+    clean_env(&mut cmd);
+    cmd
+}
+
 fn clean_env(cmd: &mut Command) {
     for key in CLEARED {
         cmd.env_remove(key);
