@@ -576,7 +576,15 @@ fn transient_restart_puts_a_restart_rule_on_the_init_container_and_keeps_count()
 #[test]
 fn binary_transient_restart_follows_the_kubernetes_version() {
     fn args(version: Option<&str>) -> Vec<&str> {
-        let mut a = vec!["inject", "--fail-fast", "--transient", "restart"];
+        // A pinned checker image, so the only warnings are about the version.
+        let mut a = vec![
+            "inject",
+            "--image",
+            "registry.example.com/mirror/pullcheck:0.1.0@sha256:d567c976667703decd261c22c94eed5e4ddbbcb07cf71cb9b06261c277e5849d",
+            "--fail-fast",
+            "--transient",
+            "restart",
+        ];
         if let Some(v) = version {
             a.extend(["--kubernetes-version", v]);
         }
@@ -603,6 +611,7 @@ fn binary_transient_restart_follows_the_kubernetes_version() {
         );
         let count = InjectOptions {
             fail_fast: true,
+            image: args(None)[2].to_string(),
             ..Default::default()
         };
         let (lib, _) = inject_stream(&bounded, &count, &Table::builtin()).unwrap();
