@@ -185,7 +185,13 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
         ),
         Some(_) => {}
     }
-    if t.run_policy.is_none() {
+    // `inject --transient restart` gives the pullcheck container its own `restartPolicy:
+    // Never` (Kubernetes 1.35 container restart rules): a permanent exit then fails the pod
+    // whatever the pod's restartPolicy, so OnFailure no longer delays it.
+    let ours_never = ours
+        .and_then(|u| u.pointer.strip_suffix("/image"))
+        .is_some_and(|c| cx.str(&format!("{c}/restartPolicy")) == Some("Never"));
+    if t.run_policy.is_none() && !ours_never {
         let path = format!("{}/spec/restartPolicy", t.pointer);
         let default = if t.job_spec.is_some() {
             "unset"
@@ -199,7 +205,7 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
             );
             cx.push(rule::RESTART_POLICY, path, msg);
         }
-    } else {
+    } else if t.run_policy.is_some() {
         let replica = t.pointer.strip_suffix("/template").unwrap_or(&t.pointer);
         let path = format!("{replica}/restartPolicy");
         match cx.str(&path).map(str::to_string).as_deref() {

@@ -68,6 +68,27 @@ fn a_bare_job_has_every_batch_gap() {
 }
 
 #[test]
+fn onfailure_is_no_gap_when_the_pullcheck_container_has_its_own_restart_policy() {
+    // What `inject --transient restart` writes (Kubernetes 1.35 container restart rules):
+    // pullcheck's own restartPolicy Never fails the pod on a permanent code even though the
+    // pod's is OnFailure; without it, OnFailure is reported.
+    let job = |own: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: j}}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: OnFailure\n      initContainers:\n      - name: pullcheck\n        image: reg.example/pullcheck@sha256:{}\n{own}      containers: [{{name: a, image: 'reg.example/a:1'}}]\n",
+            "0".repeat(64)
+        )
+    };
+    let own = "        restartPolicy: Never\n        restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [20]}}]\n";
+    let with_rules: Vec<&str> = rules(&job(own)).into_iter().map(|(r, _)| r).collect();
+    assert!(
+        !with_rules.contains(&rule::RESTART_POLICY),
+        "{with_rules:?}"
+    );
+    let without: Vec<&str> = rules(&job("")).into_iter().map(|(r, _)| r).collect();
+    assert!(without.contains(&rule::RESTART_POLICY), "{without:?}");
+}
+
+#[test]
 fn finding_carries_the_workload_and_a_short_message() {
     let f = &lint_object(&doc(BARE_JOB), &Table::builtin())[1];
     assert_eq!(
