@@ -313,14 +313,7 @@ impl Registry {
     async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
         with_retries(deadline, || async {
             let r = self.http.send(req, deadline).await?;
-            if is_retryable_status(r.status) {
-                return Err(Http::status_error(
-                    req,
-                    &r,
-                    req.authorization.is_some(),
-                    false,
-                ));
-            }
+            retry_on_status(req, &r)?;
             Ok(r)
         })
         .await
@@ -339,14 +332,7 @@ impl Registry {
                 .http
                 .within(req, deadline, self.follow(req, chain, deadline))
                 .await?;
-            if is_retryable_status(a.resp.status) {
-                return Err(Http::status_error(
-                    &a.last,
-                    &a.resp,
-                    a.last.authorization.is_some(),
-                    false,
-                ));
-            }
+            retry_on_status(&a.last, &a.resp)?;
             Ok(a)
         })
         .await
@@ -462,6 +448,19 @@ struct Answer {
     redirected: bool,
     /// The request that got `resp`.
     last: Request,
+}
+
+/// A retryable status as an error, so [`with_retries`] sends again.
+fn retry_on_status(req: &Request, resp: &Response) -> Result<(), RegistryError> {
+    if is_retryable_status(resp.status) {
+        return Err(Http::status_error(
+            req,
+            resp,
+            req.authorization.is_some(),
+            false,
+        ));
+    }
+    Ok(())
 }
 
 fn same_origin(a: &Url, b: &Url) -> bool {
