@@ -32,7 +32,7 @@ resolve capability), ca, skip_verify, override_path, header. Mirror requests car
     )]
     pub hosts_dir: Option<PathBuf>,
 
-    /// Use plain HTTP (or skip TLS verification) for HOST[:PORT] (repeatable).
+    /// Use plain HTTP for HOST[:PORT] (repeatable).
     #[arg(
         long = "insecure-registry",
         value_name = "HOST[:PORT]",

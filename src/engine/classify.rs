@@ -64,7 +64,10 @@ pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
             // naming http://, but the node may have one (or an insecure-registry setting)
             // that the pod or webhook running pullcheck lacks, so it is no fact about the
             // image. Retrying would only repeat the same answer, hence no retries.
-            Failure::PlainHttp(_) => (Verdict::Transient, format!("{e}")),
+            // Both protocol mismatches are the probe's configuration, not a fact about the
+            // image: the node may be configured differently (containerd's hosts.toml), so
+            // they stay transient and are never retried.
+            Failure::PlainHttp(_) | Failure::HttpsOnly(_) => (Verdict::Transient, format!("{e}")),
             Failure::Dns(_)
             | Failure::Connect(_)
             | Failure::Tls(_)

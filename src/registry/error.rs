@@ -41,6 +41,9 @@ pub(crate) enum Failure {
     /// An HTTPS request got a plain-HTTP answer from `HOST:PORT`: the registry serves
     /// plain HTTP and was not configured as such. Not retried: the answer won't change.
     PlainHttp(String),
+    /// A plain-HTTP request to `HOST:PORT` got the answer of a server that speaks HTTPS
+    /// there: the registry was configured insecure but serves TLS. Not retried.
+    HttpsOnly(String),
     /// The request's deadline passed.
     Timeout,
     /// Redirect loop or a redirect the guard refused.
@@ -63,6 +66,11 @@ impl fmt::Display for Failure {
                 f,
                 "{host} answered HTTPS with plain HTTP; if it serves plain HTTP, pass \
 --insecure-registry {host} or give it a hosts.toml with server = \"http://{host}\""
+            ),
+            Failure::HttpsOnly(host) => write!(
+                f,
+                "{host} speaks HTTPS, not plain HTTP; drop --insecure-registry {host} (or the \
+http:// server in its hosts.toml) and trust its certificate with --ca-file, or skip_verify in hosts.toml"
             ),
             Failure::Timeout => f.write_str("timed out"),
             Failure::Redirect(m) => write!(f, "redirect: {m}"),
@@ -134,6 +142,7 @@ impl RegistryError {
                     | Failure::TooLarge(_)
                     | Failure::Redirect(_)
                     | Failure::PlainHttp(_)
+                    | Failure::HttpsOnly(_)
             ),
             RegistryError::Protocol { .. } => false,
         }

@@ -249,6 +249,14 @@ impl Http {
             }
         }
         tracing::debug!(method = %req.method, url = %shown, status, "response");
+        if speaks_https(req, status, &headers) {
+            let host = req.url.host_str().unwrap_or_default();
+            let host = match req.url.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            };
+            return Err(fail(Failure::HttpsOnly(host)));
+        }
         Ok(Response {
             status,
             headers,
@@ -303,6 +311,17 @@ pub(crate) fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request,
         destination: Destination::Referral { from: resp.from },
         ..req.clone()
     }))
+}
+
+/// True when a plain-HTTP request reached a port that speaks HTTPS: a 400 that no registry
+/// sent (no `Docker-Distribution-API-Version`, which distribution sets on every answer,
+/// errors included) — Go's TLS servers answer "Client sent an HTTP request to an HTTPS
+/// server", nginx "The plain HTTP request was sent to HTTPS port". Without this the 400
+/// would read as the registry refusing the request, a false "not found".
+fn speaks_https(req: &Request, status: u16, headers: &HeaderMap) -> bool {
+    req.url.scheme() == "http"
+        && status == 400
+        && !headers.contains_key("docker-distribution-api-version")
 }
 
 /// A transport failure of `req`, for messages: method and redacted URL.

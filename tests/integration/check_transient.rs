@@ -248,3 +248,36 @@ server = \"http://{host}\""
     );
     assert!(took < Duration::from_secs(1), "retried: took {took:?}");
 }
+
+#[test]
+fn an_https_registry_addressed_as_plain_http_is_not_a_false_not_found() {
+    // distribution's TLS listener answers a plain-HTTP request with Go's bare 400
+    // ("Client sent an HTTP request to an HTTPS server"): not the registry refusing the
+    // request, and never a permanent code for an image that exists.
+    let f = fixture();
+    let host = f.basic.host.clone();
+    let image = f.images.oci_manifest.reference(&f.basic);
+    for method_args in [vec!["--platform", "any"], vec!["--platform", "linux/amd64"]] {
+        let start = Instant::now();
+        let mut args = vec!["check", "--insecure-registry", &host];
+        args.extend(method_args.iter().copied());
+        args.push(&image);
+        let r = run(&args, &[]);
+        let took = start.elapsed();
+        r.assert_code(20);
+        let detail = r
+            .stdout
+            .split_once("ms: ")
+            .map(|(_, d)| d.trim_end().to_string())
+            .unwrap_or_default();
+        assert!(
+            detail.ends_with(&format!(
+                "{host} speaks HTTPS, not plain HTTP; drop --insecure-registry {host} (or the \
+http:// server in its hosts.toml) and trust its certificate with --ca-file, or skip_verify in hosts.toml"
+            )),
+            "{}",
+            r.stdout
+        );
+        assert!(took < Duration::from_secs(1), "retried: took {took:?}");
+    }
+}
