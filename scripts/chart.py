@@ -27,7 +27,7 @@ LANES = [
     ("1", "No pullcheck"),
     ("2", "With the init container (pullcheck inject: checks the image before the app starts)"),
     ("7", "With the admission webhook (pullcheck webhook: rejects the Job at kubectl create)"),
-    ("watch", "With the runtime watch (pullcheck watch)"),
+    # The runtime watch gets its lane here once the harness records a watch scenario.
 ]
 
 W = 800

@@ -88,6 +88,15 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
             );
             continue;
         }
+        if table.lookup(&d.value).is_none() && crate::k8s::templates::holds_containers(&d.value) {
+            eprintln!(
+                "pullcheck: warning: {}: document {}: {}",
+                a.filename.display(),
+                d.number,
+                crate::k8s::templates::unknown_workload(&d.value)
+                    .replace("left unchanged", "not scanned")
+            );
+        }
         let kind = d.value["kind"].as_str().unwrap_or("").to_string();
         let name = d.value["metadata"]["name"]
             .as_str()

@@ -107,13 +107,9 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         return out;
     }
     if table.lookup(obj).is_none() {
-        let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
-        warn(
-            &mut out,
-            "",
-            format!("unknown kind {api} {kind}: left unchanged (add it with --kinds)"),
-        );
+        if super::templates::holds_containers(obj) {
+            warn(&mut out, "", super::templates::unknown_workload(obj));
+        }
         return out;
     }
     if skipped(obj) {

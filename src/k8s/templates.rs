@@ -333,6 +333,28 @@ pub struct PodTemplateRef {
     pub run_policy: Option<String>,
 }
 
+/// True when `v` holds a `containers` list anywhere: a workload, as opposed to a
+/// ConfigMap or a Service. Only such an object of a kind the table lacks is worth a
+/// warning ("add it with --kinds"): its images would otherwise go unchecked in silence.
+pub(crate) fn holds_containers(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| (k == "containers" && v.is_array()) || holds_containers(v)),
+        Value::Array(a) => a.iter().any(holds_containers),
+        _ => false,
+    }
+}
+
+/// The warning for a workload of a kind the table lacks: its images are not checked.
+pub(crate) fn unknown_workload(obj: &Value) -> String {
+    let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
+    format!(
+        "unknown kind {api} {kind} holds containers pullcheck doesn't know where to find: left unchanged (add it with --kinds)"
+    )
+}
+
 /// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.
 pub fn pod_templates(obj: &Value, table: &Table) -> Vec<PodTemplateRef> {
     let Some(entry) = table.lookup(obj) else {

@@ -973,17 +973,32 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
 
 #[test]
 fn an_unpinned_inject_image_is_warned_about_once_at_startup() {
+    // The default image is a placeholder: the warning says so and points at the publish
+    // script instead of a digest nobody can look up.
     let wh = Webhook::start(&[]);
     let log = wh.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("a placeholder nobody publishes"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0]
+            .starts_with("pullcheck webhook: warning: --inject-image ghcr.io/pullcheck/pullcheck:")
+            && warnings[0].contains("scripts/publish-image.sh REGISTRY/REPO:TAG")
+            && warnings[0].ends_with("pass the --inject-image IMAGE@sha256:… it prints"),
+        "{log}"
+    );
+    // Another unpinned image: how to get its digest.
+    let tagged = Webhook::start(&["--inject-image", "mirror.example/pullcheck:1"]);
+    let log = tagged.log();
     let warnings: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("is not pinned by digest"))
         .collect();
     assert_eq!(warnings.len(), 1, "{log}");
     assert!(
-        warnings[0]
-            .starts_with("pullcheck webhook: warning: --inject-image ghcr.io/pullcheck/pullcheck:")
-            && warnings[0].contains("`crane digest ghcr.io/pullcheck/pullcheck:")
+        warnings[0].contains("`crane digest mirror.example/pullcheck:1`")
             && warnings[0].ends_with("and pass --inject-image IMAGE@sha256:…"),
         "{log}"
     );

@@ -87,3 +87,23 @@ fn documents_that_are_no_objects_are_named_and_fail_strict_lint() {
         r.stderr
     );
 }
+
+#[test]
+fn scan_says_when_a_workload_of_an_unknown_kind_goes_unchecked() {
+    let dir = temp_dir();
+    let path = dir.path().join("deploy.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'r.example/a:1'}]\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let r = run(&["scan", "-f", file], &[]);
+    r.assert_code(0);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: warning: {file}: document 2: unknown kind apps/v1 Deployment holds containers pullcheck doesn't know where to find: not scanned (add it with --kinds)\n"
+        )
+    );
+}
