@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::process::Stdio;
 
-use crate::support::process::pullcheck;
+use crate::support::process::pullcheck_unwrapped;
 
 const JOB: &str = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: a, image: 'local/only:dev', imagePullPolicy: Never}]\n";
 
@@ -28,7 +28,7 @@ fn commands(manifest: &str) -> Vec<Vec<String>> {
 }
 
 fn run(args: &[String], stdout: Stdio) -> (i32, String) {
-    let out = pullcheck()
+    let out = pullcheck_unwrapped()
         .args(args)
         .stdout(stdout)
         .stderr(Stdio::piped())

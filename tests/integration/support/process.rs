@@ -60,6 +60,17 @@ pub fn pullcheck() -> Command {
     cmd
 }
 
+/// [`pullcheck`], but always the real binary, never the hygiene wrapper: for tests about
+/// the binary's own stdout (a full disk, a closed pipe), which the wrapper's `tee` would
+/// stand between. Under `scripts/secret-hygiene.sh` the wrapper names the real binary in
+/// `PULLCHECK_HYGIENE_REAL`; these runs print nothing secret.
+pub fn pullcheck_unwrapped() -> Command {
+    let real = std::env::var_os("PULLCHECK_HYGIENE_REAL").unwrap_or_else(|| bin().into());
+    let mut cmd = Command::new(real);
+    clean_env(&mut cmd);
+    cmd
+}
+
 /// `program <args…> pullcheck` (e.g. `unshare -n`), with the environment of [`pullcheck`];
 /// add the binary's own arguments to the returned command.
 pub fn pullcheck_under(program: &str, args: &[&str]) -> Command {
