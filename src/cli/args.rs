@@ -89,7 +89,7 @@ flag the platform check always fetches the index there, whatever quota is left; 
     #[arg(long = "metered-get", value_enum, value_name = "WHEN", default_value_t = MeteredGetArg::Affordable,
         help_heading = "Registry",
         long_help = "On metered registries (Docker Hub) the first request is a free HEAD, whose \
-answer states the pull quota left (ratelimit-remaining). affordable (default): GET the index to \
+answer states the pull quota left (ratelimit-remaining). affordable: GET the index to \
 verify the platform when that answer states no limit or more than --metered-quota-margin pulls \
 left; otherwise say the platform was not verified, with the quota seen. always: GET regardless. \
 never: HEAD only, the platform is never verified there.")]

@@ -55,6 +55,9 @@ document with a `uses` list per image (where each image appears).")]
 struct Use {
     document: usize,
     kind: String,
+    /// `metadata.namespace`, when the document sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     name: String,
     container: String,
 }
@@ -117,6 +120,9 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
             let place = Use {
                 document: d.number,
                 kind: kind.clone(),
+                namespace: d.value["metadata"]["namespace"]
+                    .as_str()
+                    .map(str::to_string),
                 name: name.clone(),
                 container: u.container,
             };
@@ -173,7 +179,10 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
             for (o, u) in outcomes.iter().zip(&uses) {
                 let at: Vec<String> = u
                     .iter()
-                    .map(|u| format!("{}/{}:{}", u.kind, u.name, u.container))
+                    .map(|u| match &u.namespace {
+                        Some(ns) => format!("{} {ns}/{}:{}", u.kind, u.name, u.container),
+                        None => format!("{}/{}:{}", u.kind, u.name, u.container),
+                    })
                     .collect();
                 let _ = writeln!(out, "{}  [{}]", text::line(o), at.join(", "));
             }

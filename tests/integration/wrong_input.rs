@@ -107,3 +107,26 @@ fn scan_says_when_a_workload_of_an_unknown_kind_goes_unchecked() {
         )
     );
 }
+
+#[test]
+fn scan_names_the_namespace_of_each_place_an_image_is_used() {
+    let dir = temp_dir();
+    let path = dir.path().join("pods.yaml");
+    let pod = |ns: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: a, namespace: {ns}}}\nspec:\n  containers: [{{name: c, image: 'bad image'}}]\n"
+        )
+    };
+    std::fs::write(&path, format!("{}---\n{}", pod("ns1"), pod("ns2"))).unwrap();
+    let r = run(&["scan", "-f", path.to_str().unwrap()], &[]);
+    r.assert_code(10);
+    assert!(
+        r.stdout
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("[Pod ns1/a:c, Pod ns2/a:c]"),
+        "{}",
+        r.stdout
+    );
+}
