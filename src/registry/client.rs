@@ -309,7 +309,8 @@ impl Registry {
         }
     }
 
-    /// One request, redirects not followed by the transport, with retries.
+    /// One request without per-host authorization (the `/v2/` ping): the transport follows
+    /// its redirects and drops `Authorization` on another origin. With retries.
     async fn send(&self, req: &Request, deadline: Instant) -> Result<Response, RegistryError> {
         with_retries(deadline, || async {
             let r = self.http.send(req, deadline).await?;
