@@ -65,6 +65,33 @@ with node credential providers pullcheck can't see (ECR, Artifact Registry, ACR)
     )]
     pub node_credentials: Vec<String>,
 
+    /// The kubelet's credential provider config (file or directory).
+    #[arg(
+        long = "image-credential-provider-config",
+        value_name = "PATH",
+        help_heading = "Credentials",
+        requires = "image_credential_provider_bin_dir",
+        long_help = "The kubelet's --image-credential-provider-config: a CredentialProviderConfig \
+(kubelet.config.k8s.io v1, v1beta1 or v1alpha1; JSON or YAML), or a directory of *.json, \
+*.yaml, *.yml files merged in name order. Matching plugins (ecr-credential-provider, \
+auth-provider-gcp, acr-credential-provider) run after pull secrets and the docker config, \
+with the kubelet's exec protocol and cache rules; see docs/credential-providers.md."
+    )]
+    pub image_credential_provider_config: Option<PathBuf>,
+
+    /// Directory holding the credential provider plugins.
+    #[arg(
+        long = "image-credential-provider-bin-dir",
+        value_name = "DIR",
+        help_heading = "Credentials",
+        requires = "image_credential_provider_config",
+        long_help = "The kubelet's --image-credential-provider-bin-dir: each provider's `name` \
+is an executable here. The process environment is passed on with the provider's env \
+appended, so the cloud identity (AWS_*, GOOGLE_APPLICATION_CREDENTIALS, AZURE_*) is the one \
+pullcheck runs with."
+    )]
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
+
     /// Registries that meter manifest GETs (repeatable; default docker.io).
     #[arg(
         long = "metered-registry",
@@ -127,6 +154,28 @@ impl RegistryArgs {
                 margin: self.metered_quota_margin,
             },
         }
+    }
+
+    /// The credential providers from `--image-credential-provider-config` and
+    /// `--image-credential-provider-bin-dir` (clap makes them come together), each plugin
+    /// run bounded by `timeout` (the kubelet's minute, or less).
+    pub(crate) fn credential_providers(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<std::sync::Arc<crate::credentials::provider::Providers>>, UsageError> {
+        let (Some(config), Some(bin_dir)) = (
+            &self.image_credential_provider_config,
+            &self.image_credential_provider_bin_dir,
+        ) else {
+            return Ok(None);
+        };
+        crate::credentials::provider::Providers::load(
+            config,
+            bin_dir,
+            timeout.min(crate::credentials::provider::KUBELET_TIMEOUT),
+        )
+        .map(|p| Some(std::sync::Arc::new(p)))
+        .map_err(|e| UsageError(e.to_string()))
     }
 
     /// `--hosts-dir`, checked to be a directory.

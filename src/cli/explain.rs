@@ -1,5 +1,7 @@
 //! `pullcheck explain IMAGE`: the plan `check` would execute for the image (the engine's
-//! [`crate::engine::Resolution`]), printed without contacting anything.
+//! [`crate::engine::Resolution`]), printed without contacting any registry. The only thing
+//! run is a credential-provider plugin whose `matchImages` match: its answer is the
+//! credential (and the cache key) `check` would use.
 //! What a person runs when a pull secret "doesn't work".
 
 use clap::Args;
@@ -42,6 +44,9 @@ struct Explanation {
     kubelet_image_sent_to_cri: String,
     endpoints: Vec<EndpointView>,
     credentials: Vec<String>,
+    /// Each credential provider whose matchImages match, and what it answered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    credential_providers: Vec<String>,
     platform: String,
     /// The `--node-credentials` pattern the registry matches (a 14 there passes, assumed).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,12 +80,25 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
     let resolution = plan
         .resolution(&reference, &plan.platform)
         .map_err(|e| UsageError(e.to_string()))?;
-    let credentials: Vec<String> = plan
+    let mut credentials: Vec<String> = plan
         .keychain
         .lookup_keys(&reference.name())
         .iter()
         .map(|s| s.to_string())
         .collect();
+    let mut credential_providers = Vec::new();
+    if let Some(p) = plan.keychain.providers() {
+        let found = p.lookup(&reference.name(), None).await;
+        credentials.extend(found.credentials.iter().map(|c| c.source.to_string()));
+        credential_providers = found.uses.iter().map(|u| u.describe()).collect();
+        if found.uses.is_empty() {
+            credential_providers.push(format!(
+                "none of the {} configured credential providers matches {}",
+                p.specs().count(),
+                reference.name()
+            ));
+        }
+    }
     let platform = match &resolution.platform {
         PlatformCheck::Skip(SkipReason::AnyPlatform) => "any (not checked)".to_string(),
         PlatformCheck::Skip(reason) => format!("not checked: {reason}"),
@@ -119,6 +137,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
             })
             .collect(),
         credentials,
+        credential_providers,
         platform,
         node_credentials: resolution.node_credentials.clone(),
         no_route: resolution.require_route().err().map(|e| e.to_string()),
@@ -179,6 +198,9 @@ fn render(ex: &Explanation) -> String {
         for (i, c) in ex.credentials.iter().enumerate() {
             s.push_str(&format!("  {}. {c}\n", i + 1));
         }
+    }
+    for p in &ex.credential_providers {
+        s.push_str(&format!("provider:     {p}\n"));
     }
     s.push_str(&format!("platform:     {}\n", ex.platform));
     if let Some(p) = &ex.node_credentials {

@@ -9,7 +9,7 @@ use super::args::{ResolveArgs, concurrency};
 use crate::credentials::{Keychain, UserAuth, load_pull_secrets};
 use crate::engine::{
     DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
-    PlatformPolicy,
+    PlatformPolicy, ProviderIdentity,
 };
 use crate::platform::Platform;
 use crate::registry::client::Registry;
@@ -48,7 +48,7 @@ pub(super) fn list_or_default(given: &[String], default: &[&str]) -> Vec<String>
     }
 }
 
-/// Build the keychain from pull secrets and the Docker config.
+/// Build the keychain from pull secrets, the Docker config and the credential providers.
 pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     let secrets = load_pull_secrets(&a.pull_secrets).map_err(|e| UsageError(e.to_string()))?;
     let docker = if a.no_docker_config {
@@ -56,7 +56,9 @@ pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     } else {
         UserAuth::load(a.docker_config.as_deref()).map_err(|e| UsageError(e.to_string()))?
     };
-    Ok(Keychain::new(secrets, docker))
+    let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
+    let providers = a.registry.credential_providers(timeout)?;
+    Ok(Keychain::new(secrets, docker).with_providers(providers, None))
 }
 
 /// CA files: `--ca-file` values, then `SSL_CERT_FILE`. An `SSL_CERT_FILE` that doesn't
@@ -91,6 +93,7 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
             &a.registry.node_credentials,
             DEFAULT_NODE_CREDENTIAL_PATTERNS,
         ),
+        provider_identity: ProviderIdentity::Caller,
         concurrency,
         timeout,
         deadline_message: DEADLINE_TIMEOUT,

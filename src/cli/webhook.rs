@@ -96,6 +96,18 @@ warning naming each image that was not verified."
     )]
     pub fail_closed: bool,
 
+    /// Mint ServiceAccount tokens for token-mode credential providers.
+    #[arg(
+        long = "provider-token-requests",
+        help_heading = "Credentials",
+        long_help = "For credential providers with tokenAttributes (KEP-4412), request a token \
+for the workload's ServiceAccount with the provider's audience (TokenRequest API) and pass it \
+to the plugin, as the kubelet passes the pod's. This needs create on serviceaccounts/token in \
+each namespace checked: the power to act as those ServiceAccounts towards that audience. \
+Off by default: token-mode providers then give \"assumed, not verified\"."
+    )]
+    pub provider_token_requests: bool,
+
     /// Seconds to answer within; keep it below the webhook's timeoutSeconds (10).
     #[arg(
         long,
@@ -360,6 +372,8 @@ impl WebhookArgs {
             hosts_dir,
             insecure: self.registry.insecure_registry.clone(),
             ca_files: self.registry.ca_file.clone(),
+            providers: self.registry.credential_providers(budget)?,
+            provider_token_requests: self.provider_token_requests,
             node_credentials: list_or_default(
                 &self.registry.node_credentials,
                 DEFAULT_NODE_CREDENTIAL_PATTERNS,

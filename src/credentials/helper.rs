@@ -115,8 +115,11 @@ impl HelperRunner {
         }
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let (out, err, status) =
-            tokio::join!(read_capped(stdout), read_capped(stderr), child.wait());
+        let (out, err, status) = tokio::join!(
+            read_capped(stdout, HELPER_OUTPUT_LIMIT),
+            read_capped(stderr, HELPER_OUTPUT_LIMIT),
+            child.wait()
+        );
         let io = |io| HelperError::Io {
             program: program.to_owned(),
             io,
@@ -177,21 +180,22 @@ impl HelperRunner {
     }
 }
 
-/// Reads up to [`HELPER_OUTPUT_LIMIT`] bytes; `None` if there was more.
-async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> std::io::Result<Option<Vec<u8>>> {
+/// Reads up to `limit` bytes; `None` if there was more. Returning drops the reader, so a
+/// child still writing gets a broken pipe instead of blocking on a full one.
+pub(super) async fn read_capped<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    limit: u64,
+) -> std::io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
     if let Some(reader) = reader {
-        reader
-            .take(HELPER_OUTPUT_LIMIT + 1)
-            .read_to_end(&mut buf)
-            .await?;
+        reader.take(limit + 1).read_to_end(&mut buf).await?;
     }
-    Ok((buf.len() as u64 <= HELPER_OUTPUT_LIMIT).then_some(buf))
+    Ok((buf.len() as u64 <= limit).then_some(buf))
 }
 
 /// The first non-empty line, trimmed and cut to 160 characters, for an error message.
 /// Only used for failed runs, whose output is an error text rather than credentials.
-fn first_line(text: &str) -> Option<String> {
+pub(super) fn first_line(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     Some(line.chars().take(160).collect())
 }

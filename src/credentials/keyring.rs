@@ -186,6 +186,12 @@ pub fn urls_match_str(glob: &str, target: &str) -> bool {
         .all(|(g, t)| filepath_match(g, t) == Ok(true))
 }
 
+/// The kubelet's `ParseSchemelessURL` succeeds: `key` (a `matchImages` entry) is a valid
+/// keyring pattern.
+pub(crate) fn is_valid_key(key: &str) -> bool {
+    GoUrl::parse(&format!("https://{key}")).is_some()
+}
+
 /// The kubelet's `SplitURL`: host labels and port (`""` if `net.SplitHostPort` fails).
 fn split_url(host: &str) -> (Vec<&str>, &str) {
     let (h, port) = split_host_port(host).unwrap_or((host, ""));

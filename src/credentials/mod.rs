@@ -17,7 +17,11 @@
 //!    secrets cannot express one; their `credHelpers` / `credsStore` fields are ignored).
 //!    Identity tokens here are OAuth2 refresh tokens ([`SecretKind::RefreshToken`]).
 //!
-//! [`Keychain`] concatenates the two, as the kubelet's `UnionDockerKeyring` does; an empty
+//! 3. **Credential-provider plugins** ([`provider::Providers`]), the kubelet's
+//!    `--image-credential-provider-config`: last, as the kubelet's external provider keyring
+//!    comes after its node keyring.
+//!
+//! [`Keychain`] concatenates them, as the kubelet's `UnionDockerKeyring` does; an empty
 //! result means "pull anonymously". Secret values live in [`Secret`], which prints
 //! `(redacted)`; [`Credential::fingerprint`] is the only derived value safe to log.
 
@@ -25,6 +29,7 @@ mod auth_file;
 pub mod docker_config;
 mod helper;
 pub(crate) mod keyring;
+pub(crate) mod provider;
 mod pull_secrets;
 pub(crate) mod secret;
 mod user_auth;
@@ -126,10 +131,21 @@ impl fmt::Display for CredentialSource {
 /// node-keyring stand-in). An empty list means anonymous.
 ///
 /// Duplicates are kept: the kubelet tries every entry, and so does pullcheck.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Keychain {
     pull_secrets: Keyring,
     docker: Option<UserAuth>,
+    providers: Option<std::sync::Arc<provider::Providers>>,
+    workload: Option<provider::Workload>,
+}
+
+/// What [`Keychain::lookup`] found for one image.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// Every credential, in the order the kubelet tries them.
+    pub credentials: Vec<Credential>,
+    /// What each matching credential provider did (empty without providers).
+    pub providers: Vec<provider::ProviderUse>,
 }
 
 impl Keychain {
@@ -138,7 +154,28 @@ impl Keychain {
         Keychain {
             pull_secrets,
             docker,
+            providers: None,
+            workload: None,
         }
+    }
+
+    /// The same keychain with credential-provider plugins after its other sources, run for
+    /// `workload` (token-mode providers need one).
+    pub(crate) fn with_providers(
+        self,
+        providers: Option<std::sync::Arc<provider::Providers>>,
+        workload: Option<provider::Workload>,
+    ) -> Keychain {
+        Keychain {
+            providers,
+            workload,
+            ..self
+        }
+    }
+
+    /// The credential providers, if any are configured.
+    pub(crate) fn providers(&self) -> Option<&provider::Providers> {
+        self.providers.as_deref()
     }
 
     /// No credentials at all: every lookup is anonymous.
@@ -151,17 +188,29 @@ impl Keychain {
     /// `repo_to_pull` is the kubelet's fully-qualified repository without tag or digest,
     /// e.g. `docker.io/library/busybox`; `registry_host` is its domain, e.g. `docker.io`.
     /// Runs a credential helper that a user auth file names for the registry (5 s timeout
-    /// each); a helper failure is logged as a warning and contributes nothing.
-    pub(crate) async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Vec<Credential> {
-        let mut out = self.pull_secrets.lookup(repo_to_pull);
+    /// each); a helper failure is logged as a warning and contributes nothing. Runs the
+    /// matching credential-provider plugins (their own deadline); their problems are in
+    /// [`Found::providers`].
+    pub(crate) async fn lookup(&self, repo_to_pull: &str, registry_host: &str) -> Found {
+        let mut credentials = self.pull_secrets.lookup(repo_to_pull);
         if let Some(docker) = &self.docker {
-            out.extend(docker.lookup(repo_to_pull, registry_host).await);
+            credentials.extend(docker.lookup(repo_to_pull, registry_host).await);
         }
-        out
+        let mut providers = Vec::new();
+        if let Some(p) = &self.providers {
+            let found = p.lookup(repo_to_pull, self.workload.as_ref()).await;
+            credentials.extend(found.credentials);
+            providers = found.uses;
+        }
+        Found {
+            credentials,
+            providers,
+        }
     }
 
-    /// For `explain`: the sources [`Keychain::lookup`] would use, in order, without running
-    /// any helper. A helper appears once, with origin `credential helper
+    /// For `explain`: the sources [`Keychain::lookup`] would use before the credential
+    /// providers (which `explain` runs itself, through [`Keychain::providers`]), in order,
+    /// without running any helper. A helper appears once, with origin `credential helper
     /// docker-credential-<name> (not run)`. The registry host is the first `/`-separated
     /// part of `repo_to_pull`.
     pub(crate) fn lookup_keys(&self, repo_to_pull: &str) -> Vec<CredentialSource> {
@@ -317,12 +366,14 @@ mod tests {
         k.add(&cfg, "pull secret a");
         let chain = Keychain::new(k, None);
         let found = chain.lookup("ghcr.io/o/r", "ghcr.io").await;
-        assert_eq!(found.len(), 1);
+        assert_eq!(found.credentials.len(), 1);
+        assert!(found.providers.is_empty());
         assert_eq!(chain.lookup_keys("ghcr.io/o/r")[0].key, "ghcr.io");
         assert!(
             Keychain::empty()
                 .lookup("ghcr.io/o/r", "ghcr.io")
                 .await
+                .credentials
                 .is_empty()
         );
     }

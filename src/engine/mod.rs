@@ -25,7 +25,7 @@ mod resolve;
 pub(crate) use outcome::{Outcome, PlatformResult};
 pub(crate) use plan::{
     DEADLINE_TIMEOUT, DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES,
-    DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy,
+    DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy, ProviderIdentity,
 };
 pub(crate) use resolution::{PlanError, PlatformCheck, Resolution, SkipReason};
 
@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
+use crate::credentials::provider::{ProviderOutcome, ProviderUse};
 use crate::credentials::{Credential, Keychain};
 use crate::reference::Reference;
 use crate::registry::client::Registry;
@@ -160,7 +161,8 @@ impl Engine {
                 };
             }
         };
-        let credentials = keychain.lookup(&reference.name(), reference.domain()).await;
+        let found = keychain.lookup(&reference.name(), reference.domain()).await;
+        let credentials = found.credentials;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
             vec![None]
         } else {
@@ -179,18 +181,20 @@ impl Engine {
         }
         let (best, credential) = best.expect("at least one attempt");
         let mut out = outcome(base, best, credential);
-        if out.verdict == Verdict::Unauthenticated
-            && let Some(pattern) = &plan.node_credentials
-        {
-            out.warnings.push(format!(
-                "{} matches node-credential pattern {pattern}: the kubelet may pull with node credentials this pod can't see; not verified ({})",
-                reference.domain(),
-                out.detail
-            ));
+        let node = NodeView {
+            providers: &found.providers,
+            provider_credential: credential
+                .is_some_and(|c| c.source.origin.starts_with("credential provider ")),
+            anonymous: credential.is_none(),
+            node_pattern: plan.node_credentials.as_deref(),
+            identity: self.plan.provider_identity,
+        };
+        if let Some((why, detail)) = node.assumed(out.verdict, reference.domain()) {
+            out.warnings
+                .push(format!("{why}; not verified ({})", out.detail));
             out.verdict = Verdict::Pullable;
             out.exit_code = Verdict::Pullable.exit_code();
-            out.detail =
-                "assumed pullable: registry uses node credentials (--node-credentials)".into();
+            out.detail = detail.into();
             out.assumed = true;
         }
         out
@@ -231,6 +235,78 @@ impl Engine {
     }
 }
 
+/// What the kubelet on a node would have that this check did not: node credential
+/// providers (the `--node-credentials` patterns) or credential-provider plugins that failed
+/// here, had no token, or answered with pullcheck's identity rather than the node's.
+struct NodeView<'a> {
+    providers: &'a [ProviderUse],
+    /// The best attempt used a credential a provider plugin gave.
+    provider_credential: bool,
+    /// The best attempt was anonymous.
+    anonymous: bool,
+    /// The `--node-credentials` pattern the registry matches.
+    node_pattern: Option<&'a str>,
+    /// Whose identity the plugins ran with.
+    identity: ProviderIdentity,
+}
+
+impl NodeView<'_> {
+    /// `Some((warning, detail))` when `verdict` is not what the node would see and the
+    /// image is therefore assumed pullable; `None` when the verdict stands.
+    ///
+    /// - A provider's credential refused (13, 14) where the plugins ran with an identity
+    ///   that is not the nodes' ([`ProviderIdentity::NotTheNodes`], the webhook): their
+    ///   permissions may differ. With the caller's own identity the refusal stands.
+    /// - A provider that failed or had no token, and the verdict is a refusal, or a 404
+    ///   seen anonymously (some registries hide private repositories behind a 404).
+    /// - No provider involved: a 14 on a `--node-credentials` registry.
+    ///
+    /// 11 with a provider's credential and 12 are definitive: the registry answered about
+    /// the image itself.
+    fn assumed(&self, verdict: Verdict, registry: &str) -> Option<(String, &'static str)> {
+        let refused = matches!(verdict, Verdict::Denied | Verdict::Unauthenticated);
+        if self.provider_credential && refused && self.identity == ProviderIdentity::NotTheNodes {
+            let who = self
+                .providers
+                .iter()
+                .find(|u| matches!(u.outcome, ProviderOutcome::Answered { .. }))
+                .map_or(String::new(), |u| format!(" {}", u.provider));
+            return Some((
+                format!(
+                    "{registry} refused the credential of credential provider{who} under pullcheck's identity; the nodes' identity may have other permissions"
+                ),
+                "assumed pullable: the credential provider's credential was refused with pullcheck's identity",
+            ));
+        }
+        if self.provider_credential && refused {
+            return None;
+        }
+        if let Some(u) = self
+            .providers
+            .iter()
+            .find(|u| u.gave_nothing_unlike_the_kubelet())
+            && (refused || (verdict == Verdict::NotFound && self.anonymous))
+        {
+            return Some((
+                u.describe(),
+                "assumed pullable: a credential provider the kubelet uses gave pullcheck nothing",
+            ));
+        }
+        if verdict == Verdict::Unauthenticated
+            && self.providers.is_empty()
+            && let Some(pattern) = self.node_pattern
+        {
+            return Some((
+                format!(
+                    "{registry} matches node-credential pattern {pattern}: the kubelet may pull with node credentials this pod can't see"
+                ),
+                "assumed pullable: registry uses node credentials (--node-credentials)",
+            ));
+        }
+        None
+    }
+}
+
 /// The outcome of an image from its best attempt and the credential that made it.
 fn outcome(base: Outcome, a: Attempt, credential: Option<&Credential>) -> Outcome {
     Outcome {
@@ -245,5 +321,141 @@ fn outcome(base: Outcome, a: Attempt, credential: Option<&Credential>) -> Outcom
         warnings: a.warnings,
         quota: a.quota,
         ..base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::provider::{CacheKeyType, PluginError};
+
+    fn used(outcome: ProviderOutcome) -> ProviderUse {
+        ProviderUse {
+            provider: "ecr-credential-provider".into(),
+            matched: "*.dkr.ecr.*.amazonaws.com".into(),
+            outcome,
+        }
+    }
+
+    fn answered() -> ProviderUse {
+        used(ProviderOutcome::Answered {
+            key_type: CacheKeyType::Registry,
+            key: "r".into(),
+            cached: false,
+        })
+    }
+
+    fn failed() -> ProviderUse {
+        used(ProviderOutcome::Failed(PluginError::Failed {
+            name: "ecr-credential-provider".into(),
+            status: "exit status: 1".into(),
+            stderr: "no EC2 IMDS role found".into(),
+        }))
+    }
+
+    fn view(
+        providers: &[ProviderUse],
+        provider_credential: bool,
+        anonymous: bool,
+        identity: ProviderIdentity,
+    ) -> NodeView<'_> {
+        NodeView {
+            providers,
+            provider_credential,
+            anonymous,
+            node_pattern: Some("*.dkr.ecr.*.amazonaws.com"),
+            identity,
+        }
+    }
+
+    /// The decision table of `NodeView::assumed`, row by row.
+    #[test]
+    fn what_is_assumed_and_what_stands() {
+        use ProviderIdentity::{Caller, NotTheNodes};
+        use Verdict::*;
+        let ok = [answered()];
+        let bad = [failed()];
+        let none: [ProviderUse; 0] = [];
+        let cases: &[(
+            &[ProviderUse],
+            bool,
+            bool,
+            ProviderIdentity,
+            Verdict,
+            Option<&str>,
+        )] = &[
+            // The provider's credential: 11 and 12 are definitive; refusals depend on whose
+            // identity.
+            (&ok, true, false, NotTheNodes, NotFound, None),
+            (&ok, true, false, NotTheNodes, PlatformMissing, None),
+            (
+                &ok,
+                true,
+                false,
+                NotTheNodes,
+                Denied,
+                Some(
+                    "assumed pullable: the credential provider's credential was refused with pullcheck's identity",
+                ),
+            ),
+            (
+                &ok,
+                true,
+                false,
+                NotTheNodes,
+                Unauthenticated,
+                Some(
+                    "assumed pullable: the credential provider's credential was refused with pullcheck's identity",
+                ),
+            ),
+            (&ok, true, false, Caller, Denied, None),
+            (&ok, true, false, Caller, Unauthenticated, None),
+            // A provider that gave nothing here: refusals and an anonymous 404 are assumed.
+            (
+                &bad,
+                false,
+                true,
+                Caller,
+                Unauthenticated,
+                Some(
+                    "assumed pullable: a credential provider the kubelet uses gave pullcheck nothing",
+                ),
+            ),
+            (
+                &bad,
+                false,
+                true,
+                Caller,
+                NotFound,
+                Some(
+                    "assumed pullable: a credential provider the kubelet uses gave pullcheck nothing",
+                ),
+            ),
+            (&bad, false, false, Caller, NotFound, None),
+            (&bad, false, true, Caller, PlatformMissing, None),
+            (&bad, false, true, Caller, Transient, None),
+            // No provider: the --node-credentials pattern, for 14 only.
+            (
+                &none,
+                false,
+                true,
+                Caller,
+                Unauthenticated,
+                Some("assumed pullable: registry uses node credentials (--node-credentials)"),
+            ),
+            (&none, false, true, Caller, NotFound, None),
+            (&none, false, true, Caller, Denied, None),
+        ];
+        for (i, (providers, cred, anon, identity, verdict, want)) in cases.iter().enumerate() {
+            let got = view(providers, *cred, *anon, *identity).assumed(*verdict, "r.io");
+            assert_eq!(got.map(|g| g.1), *want, "row {i}");
+        }
+        let (why, _) = view(&bad, false, true, Caller)
+            .assumed(Unauthenticated, "r.io")
+            .unwrap();
+        assert_eq!(
+            why,
+            "credential provider ecr-credential-provider (matchImages *.dkr.ecr.*.amazonaws.com): credential provider ecr-credential-provider: failed (exit status: 1): no EC2 IMDS role found"
+        );
     }
 }

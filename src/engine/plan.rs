@@ -43,6 +43,17 @@ pub enum MeteredGet {
 /// pulls for a Job's pod (a few images, an init container) stays available to the kubelet.
 pub(crate) const DEFAULT_METERED_MARGIN: u64 = 10;
 
+/// Whose cloud identity the credential-provider plugins run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProviderIdentity {
+    /// The caller's own (`check` in a shell or CI): a refusal of the provider's credential
+    /// is the caller's answer, reported as 13 or 14.
+    Caller,
+    /// Not the nodes' (the webhook's own ServiceAccount identity): a refusal may not be
+    /// what a node sees, so the image is assumed pullable, with a warning.
+    NotTheNodes,
+}
+
 /// Which platforms an index must offer.
 #[derive(Debug, Clone)]
 pub(crate) enum PlatformPolicy {
@@ -69,6 +80,9 @@ pub(crate) struct Plan {
     pub metered_get: MeteredGet,
     /// Node-credential registry patterns (`--node-credentials`).
     pub node_credentials: Vec<String>,
+    /// Whose identity the credential-provider plugins run with, which decides what a
+    /// refusal of their credential means.
+    pub provider_identity: ProviderIdentity,
     /// Images checked at once.
     pub concurrency: usize,
     /// Overall deadline of the run.

@@ -29,7 +29,10 @@ use url::Url;
 
 use super::config::ApiServer;
 use super::metrics::Metrics;
-use crate::credentials::{DockerConfig, DockerConfigError, Keyring};
+use futures_util::future::BoxFuture;
+
+use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};
+use crate::credentials::{DockerConfig, DockerConfigError, Keyring, Secret};
 use crate::k8s::KubernetesVersion;
 use crate::k8s::templates::pull_secret_names;
 
@@ -162,6 +165,9 @@ pub(crate) struct TemplateCredentials {
     pub problems: Vec<String>,
     /// Names of the secrets used, `namespace/name`.
     pub used: Vec<String>,
+    /// The template's ServiceAccount (`serviceAccountName`, else `default`): whose token a
+    /// token-mode credential provider gets.
+    pub service_account: String,
 }
 
 impl TemplateCredentials {
@@ -169,6 +175,7 @@ impl TemplateCredentials {
     pub(crate) fn anonymous() -> TemplateCredentials {
         TemplateCredentials {
             identity: "anonymous".into(),
+            service_account: "default".into(),
             ..Default::default()
         }
     }
@@ -204,6 +211,9 @@ pub(crate) struct Cluster {
     metrics: Arc<Metrics>,
     /// The API server's version, once it answered (`None` inside: no readable version).
     version: tokio::sync::OnceCell<Option<KubernetesVersion>>,
+    /// ServiceAccount tokens for token-mode credential providers, by ServiceAccount and
+    /// audience.
+    tokens: Cache<String, Secret>,
 }
 
 impl Cluster {
@@ -270,6 +280,11 @@ impl Cluster {
                 .build(),
             metrics,
             version: tokio::sync::OnceCell::new(),
+            tokens: Cache::builder()
+                .name("pullcheck-serviceaccount-tokens")
+                .max_capacity(10_000)
+                .time_to_live(TOKEN_REUSE)
+                .build(),
         })
     }
 
@@ -375,14 +390,9 @@ impl Cluster {
     ) -> TemplateCredentials {
         let mut out = TemplateCredentials::anonymous();
         let mut names = pull_secret_names(template);
+        let sa = service_account_of(template);
+        out.service_account = sa.to_string();
         if names.is_empty() {
-            let spec = template.get("spec");
-            let sa = spec
-                .and_then(|s| s.get("serviceAccountName"))
-                .or_else(|| spec.and_then(|s| s.get("serviceAccount")))
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .unwrap_or("default");
             match self.get(namespace, "serviceaccounts", sa, deadline).await {
                 Ok(Some(obj)) => names = pull_secret_names_of_sa(&obj),
                 Ok(None) => {}
@@ -422,6 +432,130 @@ impl Cluster {
             out.identity = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
         }
         out
+    }
+}
+
+/// A pod template's ServiceAccount: `serviceAccountName`, else the deprecated
+/// `serviceAccount`, else `default` (what admission sets).
+pub(crate) fn service_account_of(template: &Value) -> &str {
+    let spec = template.get("spec");
+    spec.and_then(|s| s.get("serviceAccountName"))
+        .or_else(|| spec.and_then(|s| s.get("serviceAccount")))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+}
+
+/// How long a ServiceAccount token pullcheck requests is valid (the API's minimum), and how
+/// long it is reused: half of that, so a plugin never gets one about to expire.
+const TOKEN_EXPIRATION_SECONDS: u64 = 600;
+const TOKEN_REUSE: Duration = Duration::from_secs(TOKEN_EXPIRATION_SECONDS / 2);
+
+impl Cluster {
+    /// `POST serviceaccounts/NAME/token` (TokenRequest) for `audience`; one token per
+    /// ServiceAccount and audience is reused for [`TOKEN_REUSE`].
+    async fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        audience: &str,
+    ) -> Result<Secret, String> {
+        let key = format!("{namespace}\0{name}\0{audience}");
+        let path = format!("serviceaccounts/{name}/token in namespace {namespace}");
+        self.tokens
+            .try_get_with(key, async {
+                let mut url = self.url(namespace, "serviceaccounts", name);
+                if let Ok(mut segs) = url.path_segments_mut() {
+                    segs.push("token");
+                }
+                let body = serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
+                });
+                let mut req = self
+                    .client
+                    .post(url)
+                    .header(http::header::ACCEPT, "application/json")
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(body.to_string())
+                    .timeout(REQUEST_TIMEOUT);
+                if let Some(f) = &self.token_file {
+                    let own = tokio::fs::read_to_string(f)
+                        .await
+                        .map_err(|e| format!("POST {path}: cannot read {}: {e}", f.display()))?;
+                    req = req.bearer_auth(own.trim());
+                }
+                let resp = req
+                    .send()
+                    .await
+                    .map_err(|e| format!("POST {path}: {}", error_chain(&e)))?;
+                let status = resp.status().as_u16();
+                if status == 403 {
+                    return Err(format!(
+                        "POST {path}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
+                    ));
+                }
+                if status != 201 && status != 200 {
+                    return Err(format!("POST {path}: HTTP {status}"));
+                }
+                let body = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| format!("POST {path}: {}", error_chain(&e)))?;
+                let v: Value = serde_json::from_slice(&body)
+                    .map_err(|_| format!("POST {path}: the answer is not a TokenRequest"))?;
+                v.pointer("/status/token")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .map(Secret::new)
+                    .ok_or_else(|| format!("POST {path}: the answer has no status.token"))
+            })
+            .await
+            .map_err(|e: Arc<String>| (*e).clone())
+    }
+}
+
+impl ServiceAccountTokens for Cluster {
+    fn service_account<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<ServiceAccountInfo, String>> {
+        Box::pin(async move {
+            let deadline = Instant::now() + REQUEST_TIMEOUT;
+            let sa = self
+                .get(namespace, "serviceaccounts", name, deadline)
+                .await
+                .map_err(|e| format!("ServiceAccount {namespace}/{name} not readable: {e}"))?
+                .ok_or_else(|| format!("ServiceAccount {namespace}/{name} does not exist"))?;
+            let meta = sa.get("metadata");
+            Ok(ServiceAccountInfo {
+                uid: meta
+                    .and_then(|m| m.get("uid"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                annotations: meta
+                    .and_then(|m| m.get("annotations"))
+                    .and_then(Value::as_object)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        })
+    }
+
+    fn token<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        audience: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>> {
+        Box::pin(self.token_request(namespace, name, audience))
     }
 }
 

@@ -3,8 +3,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::credentials::provider::Providers;
 use crate::k8s::inject::InjectOptions;
 use crate::k8s::templates::Table;
 use crate::platform::Platform;
@@ -91,6 +93,11 @@ pub struct Config {
     pub ca_files: Vec<PathBuf>,
     /// Node-credential registry patterns.
     pub node_credentials: Vec<String>,
+    /// The kubelet's credential-provider plugins (`--image-credential-provider-config`).
+    pub(crate) providers: Option<Arc<Providers>>,
+    /// Request ServiceAccount tokens for token-mode providers
+    /// (`--provider-token-requests`).
+    pub provider_token_requests: bool,
     /// Registries metering manifest GETs.
     pub metered: Vec<String>,
     /// When an index is fetched on metered registries.

@@ -6,7 +6,7 @@
 //! namespace's credential never answers for another's while connections are reused.
 
 use crate::credentials::Keychain;
-use crate::engine::{Engine, Plan, PlatformPolicy};
+use crate::engine::{Engine, Plan, PlatformPolicy, ProviderIdentity};
 use crate::platform::Platform;
 use crate::registry::client::Registry;
 use crate::registry::guard::Guard;
@@ -35,6 +35,8 @@ pub(crate) fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
         metered: config.metered.clone(),
         metered_get: config.metered_get,
         node_credentials: config.node_credentials.clone(),
+        // The webhook's cloud identity (IRSA, Workload Identity) is not the nodes'.
+        provider_identity: ProviderIdentity::NotTheNodes,
         concurrency: config.concurrency,
         timeout: config.budget,
         deadline_message: "no verdict within the webhook's budget",

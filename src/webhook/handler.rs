@@ -25,6 +25,7 @@ use super::platforms::template_platforms;
 use super::review::{self, Checked, ImageCheck, Policy};
 use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
+use crate::credentials::provider::Workload;
 use crate::engine::{Engine, PlatformPolicy};
 use crate::k8s::inject::{InjectOptions, TransientAction};
 use crate::k8s::templates::{Table, pod_templates, template_images};
@@ -40,7 +41,7 @@ pub(crate) struct WebhookState {
     pub engine: Engine,
     pub verdicts: VerdictCache,
     /// Kubernetes API access for pull secrets (`None`: anonymous only).
-    pub cluster: Option<Cluster>,
+    pub cluster: Option<Arc<Cluster>>,
     pub metrics: Arc<Metrics>,
     /// False until serving, and again once shutdown starts.
     pub ready: AtomicBool,
@@ -56,7 +57,11 @@ impl WebhookState {
         let metrics = Arc::new(Metrics::new());
         let engine = super::engines::build(&config, guard)?;
         let cluster = match &config.apiserver {
-            Some(api) => Some(Cluster::new(api, config.cache.secret_ttl, metrics.clone())?),
+            Some(api) => Some(Arc::new(Cluster::new(
+                api,
+                config.cache.secret_ttl,
+                metrics.clone(),
+            )?)),
             None => {
                 tracing::warn!(
                     "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
@@ -331,7 +336,7 @@ async fn resolve(
             futures.push(Box::pin(async move {
                 (
                     i,
-                    check_image(state, &j.image, creds, platforms, engine_by).await,
+                    check_image(state, &j.image, namespace, creds, platforms, engine_by).await,
                 )
             }));
         }
@@ -364,17 +369,38 @@ async fn resolve(
     (checks, notes)
 }
 
+/// The keychain the kubelet would have for a pod of this template, less the node's
+/// docker config: its pull secrets, then the credential providers, run for the template's
+/// ServiceAccount when token requests are enabled (`--provider-token-requests`).
+fn template_keychain(
+    state: &WebhookState,
+    namespace: &str,
+    creds: &TemplateCredentials,
+) -> Keychain {
+    let workload = match (&state.cluster, state.config.provider_token_requests) {
+        (Some(cluster), true) => Some(Workload {
+            namespace: namespace.to_string(),
+            service_account: Some(creds.service_account.clone()),
+            tokens: cluster.clone(),
+        }),
+        _ => None,
+    };
+    Keychain::new(creds.keyring.clone(), None)
+        .with_providers(state.config.providers.clone(), workload)
+}
+
 /// Resolve one image: through the verdict cache, else the shared engine with these
 /// credentials and platforms.
 async fn check_image(
     state: &WebhookState,
     image: &str,
+    namespace: &str,
     creds: &TemplateCredentials,
     platforms: &[Platform],
     deadline: Instant,
 ) -> Checked {
     let engine = &state.engine;
-    let keychain = Keychain::new(creds.keyring.clone(), None);
+    let keychain = template_keychain(state, namespace, creds);
     let policy = PlatformPolicy::AnyOf(platforms.to_vec());
     let reference = match Reference::parse(image) {
         Ok(r) => r,
@@ -390,6 +416,7 @@ async fn check_image(
     let credentials = keychain
         .lookup(&reference.name(), reference.domain())
         .await
+        .credentials
         .iter()
         .map(|c| c.fingerprint())
         .collect();

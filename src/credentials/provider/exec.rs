@@ -1,0 +1,441 @@
+//! Runs one credential-provider plugin the way the kubelet does (kubernetes
+//! `pkg/credentialprovider/plugin/plugin.go` `execPlugin.ExecPlugin`): `<bin-dir>/<name>
+//! args…`, the process environment with the provider's `env` appended (so a configured
+//! name overrides an inherited one, as Go's `exec` keeps the last), a
+//! `CredentialProviderRequest` on stdin, a `CredentialProviderResponse` on stdout.
+//!
+//! The response is refused unless its `apiVersion` is the configured one, its `kind` is
+//! `CredentialProviderResponse` and its `cacheKeyType` is `Image`, `Registry` or `Global`;
+//! it is decoded strictly (an unknown field refuses it), as the kubelet's strict codec
+//! does.
+//!
+//! pullcheck adds what the kubelet leaves out: the caller's deadline (the kubelet's is a
+//! fixed minute, [`KUBELET_TIMEOUT`]; the webhook passes less, a documented deviation),
+//! and caps on what is read from stdout ([`STDOUT_LIMIT`]) and stderr ([`STDERR_LIMIT`]).
+//! Errors name the provider and never carry the response text, which may hold a secret.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::config::{ExecApi, ProviderSpec};
+use super::duration::parse_go_duration;
+use crate::credentials::docker_config::{DockerConfig, DockerConfigEntry};
+use crate::credentials::helper::{first_line, read_capped};
+use crate::credentials::secret::Secret;
+
+/// The kubelet's fixed deadline for one plugin run.
+pub(crate) const KUBELET_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most bytes of a plugin's stdout pullcheck reads (the kubelet reads all of it).
+pub(crate) const STDOUT_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The most bytes of a plugin's stderr kept for an error message.
+pub(crate) const STDERR_LIMIT: u64 = 64 * 1024;
+
+/// What the response says to key its cache entry by (`cacheKeyType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) enum CacheKeyType {
+    /// The image (repository) the plugin was asked about.
+    Image,
+    /// The image's registry: everything before its first `/`.
+    Registry,
+    /// One entry for every image the provider matches.
+    Global,
+}
+
+/// A decoded, accepted response.
+#[derive(Debug)]
+pub(crate) struct Response {
+    /// `cacheKeyType`.
+    pub cache_key_type: CacheKeyType,
+    /// `cacheDuration`: `None` when absent (use the provider's default); zero means "do not
+    /// cache".
+    pub cache_duration: Option<Duration>,
+    /// `auth`: keyring patterns → credentials, matched with the keyring rules.
+    pub auth: DockerConfig,
+}
+
+/// The request's variable parts.
+#[derive(Debug, Default)]
+pub(crate) struct Request<'a> {
+    /// The image as the kubelet passes it: the repository without tag or digest.
+    pub image: &'a str,
+    /// Token mode: the ServiceAccount token.
+    pub service_account_token: Option<&'a Secret>,
+    /// Token mode: the ServiceAccount annotations the provider asked for.
+    pub service_account_annotations: Option<&'a BTreeMap<String, String>>,
+}
+
+/// Why a plugin gave nothing. One line naming the provider; no response text, no secret.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum PluginError {
+    /// `<bin-dir>/<name>` is missing or not executable.
+    #[error("credential provider {name}: cannot run {}: {problem}; put the plugin in --image-credential-provider-bin-dir", path.display())]
+    Spawn {
+        name: String,
+        path: PathBuf,
+        problem: String,
+    },
+    /// The deadline passed; the process was killed.
+    #[error("credential provider {name}: no answer within {:.1} s; the plugin was stopped", timeout.as_secs_f64())]
+    Timeout { name: String, timeout: Duration },
+    /// More output than [`STDOUT_LIMIT`].
+    #[error(
+        "credential provider {name}: printed more than {STDOUT_LIMIT} bytes; the answer was not used"
+    )]
+    TooMuchOutput { name: String },
+    /// Non-zero exit.
+    #[error("credential provider {name}: failed ({status}){}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    Failed {
+        name: String,
+        status: String,
+        /// The first line of its stderr (capped).
+        stderr: String,
+    },
+    /// The response's apiVersion is not the configured one.
+    #[error(
+        "credential provider {name}: answered apiVersion {got:?}, but its config says {want}; the answer was not used"
+    )]
+    ApiVersion {
+        name: String,
+        want: &'static str,
+        got: String,
+    },
+    /// The response does not decode or validate.
+    #[error("credential provider {name}: {problem}; the answer was not used")]
+    BadResponse { name: String, problem: String },
+}
+
+/// Runs plugins from one bin dir.
+#[derive(Clone, Debug)]
+pub(crate) struct PluginRunner {
+    /// `--image-credential-provider-bin-dir`.
+    pub bin_dir: PathBuf,
+    /// Replaces the inherited environment when set (tests; the kubelet always inherits).
+    pub base_env: Option<Vec<(OsString, OsString)>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRequest<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    image: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_account_token: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_account_annotations: Option<&'a BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeMeta {
+    #[serde(default)]
+    api_version: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WireResponse {
+    #[allow(dead_code)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    cache_key_type: String,
+    cache_duration: Option<String>,
+    #[serde(default)]
+    auth: BTreeMap<String, WireAuth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireAuth {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    password: String,
+}
+
+impl PluginRunner {
+    /// The plugin's path: `<bin-dir>/<name>`.
+    pub(crate) fn path(&self, spec: &ProviderSpec) -> PathBuf {
+        self.bin_dir.join(&spec.name)
+    }
+
+    /// Run `spec`'s plugin for `request`, within `timeout`.
+    pub(crate) async fn run(
+        &self,
+        spec: &ProviderSpec,
+        request: &Request<'_>,
+        timeout: Duration,
+    ) -> Result<Response, PluginError> {
+        let name = spec.name.clone();
+        match tokio::time::timeout(timeout, self.run_inner(spec, request)).await {
+            Ok(r) => r,
+            // Dropping the future drops the child, and kill_on_drop kills it.
+            Err(_) => Err(PluginError::Timeout { name, timeout }),
+        }
+    }
+
+    async fn run_inner(
+        &self,
+        spec: &ProviderSpec,
+        request: &Request<'_>,
+    ) -> Result<Response, PluginError> {
+        let name = &spec.name;
+        let path = self.path(spec);
+        let body = serde_json::to_vec(&WireRequest {
+            api_version: spec.api.as_str(),
+            kind: "CredentialProviderRequest",
+            image: request.image,
+            service_account_token: request.service_account_token.map(|t| t.expose()),
+            service_account_annotations: request.service_account_annotations,
+        })
+        .expect("a request always serializes");
+        let mut child = spawn(&path, spec, self.base_env.as_deref())
+            .await
+            .map_err(|e| PluginError::Spawn {
+                name: name.clone(),
+                path: path.clone(),
+                problem: e.to_string(),
+            })?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A plugin may exit without reading stdin; that is its answer to judge.
+            let _ = stdin.write_all(&body).await;
+            drop(stdin);
+        }
+        let (out, err, status) = tokio::join!(
+            read_capped(child.stdout.take(), STDOUT_LIMIT),
+            read_capped(child.stderr.take(), STDERR_LIMIT),
+            child.wait()
+        );
+        let failed = |problem: String| PluginError::Failed {
+            name: name.clone(),
+            status: problem,
+            stderr: String::new(),
+        };
+        let status = status.map_err(|e| failed(e.to_string()))?;
+        let out = out.map_err(|e| failed(e.to_string()))?;
+        // Stderr past its cap is cut, not an error: only its first line is shown.
+        let err = err.ok().flatten().unwrap_or_default();
+        // First: a plugin cut off mid-write dies of the broken pipe, which is not its answer.
+        let Some(out) = out else {
+            return Err(PluginError::TooMuchOutput { name: name.clone() });
+        };
+        if !status.success() {
+            return Err(PluginError::Failed {
+                name: name.clone(),
+                status: status.to_string(),
+                stderr: first_line(&String::from_utf8_lossy(&err)).unwrap_or_default(),
+            });
+        }
+        decode(name, spec.api, &out)
+    }
+}
+
+async fn spawn(
+    path: &Path,
+    spec: &ProviderSpec,
+    base_env: Option<&[(OsString, OsString)]>,
+) -> std::io::Result<tokio::process::Child> {
+    let mut attempts = 0;
+    loop {
+        let mut cmd = Command::new(path);
+        cmd.args(&spec.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(env) = base_env {
+            cmd.env_clear().envs(env.iter().cloned());
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        match cmd.spawn() {
+            Ok(child) => return Ok(child),
+            // ETXTBSY: another thread forked while a freshly written plugin was still open
+            // for writing. Transient; retry briefly.
+            Err(e) if e.raw_os_error() == Some(26) && attempts < 5 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Decode a plugin's stdout. Errors say where and what kind of problem, never the text.
+pub(crate) fn decode(name: &str, api: ExecApi, out: &[u8]) -> Result<Response, PluginError> {
+    let bad = |problem: String| PluginError::BadResponse {
+        name: name.to_owned(),
+        problem,
+    };
+    let position = |e: &serde_json::Error| {
+        format!(
+            "the answer is not a CredentialProviderResponse ({} at line {} column {})",
+            match e.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof =>
+                    "invalid JSON",
+                _ => "unexpected field or value",
+            },
+            e.line(),
+            e.column()
+        )
+    };
+    let meta: TypeMeta = serde_json::from_slice(out).map_err(|e| bad(position(&e)))?;
+    if meta.api_version != api.as_str() {
+        return Err(PluginError::ApiVersion {
+            name: name.to_owned(),
+            want: api.as_str(),
+            got: meta.api_version.chars().take(80).collect(),
+        });
+    }
+    let wire: WireResponse = serde_json::from_slice(out).map_err(|e| bad(position(&e)))?;
+    if wire.kind != "CredentialProviderResponse" {
+        return Err(bad(format!(
+            "kind {:?} is not CredentialProviderResponse",
+            wire.kind.chars().take(80).collect::<String>()
+        )));
+    }
+    let cache_key_type = match wire.cache_key_type.as_str() {
+        "Image" => CacheKeyType::Image,
+        "Registry" => CacheKeyType::Registry,
+        "Global" => CacheKeyType::Global,
+        other => {
+            return Err(bad(format!(
+                "cacheKeyType {:?} is not Image, Registry or Global",
+                other.chars().take(40).collect::<String>()
+            )));
+        }
+    };
+    let cache_duration = match wire.cache_duration.as_deref() {
+        None => None,
+        Some(d) => match parse_go_duration(d) {
+            Some(s) => Some(Duration::from_secs_f64(s.max(0.0))),
+            None => {
+                return Err(bad(format!(
+                    "cacheDuration {:?} is not a duration such as \"12h\"",
+                    d.chars().take(40).collect::<String>()
+                )));
+            }
+        },
+    };
+    let mut auth = DockerConfig::new();
+    for (pattern, a) in wire.auth {
+        auth.insert(
+            pattern,
+            DockerConfigEntry {
+                username: a.username,
+                password: Secret::new(a.password),
+                email: String::new(),
+            },
+        );
+    }
+    Ok(Response {
+        cache_key_type,
+        cache_duration,
+        auth,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: ExecApi = ExecApi::V1;
+
+    #[test]
+    fn decodes_an_ecr_style_answer() {
+        let r = decode(
+            "ecr",
+            V1,
+            br#"{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","cacheDuration":"6h0m0s","auth":{"123456789012.dkr.ecr.us-east-1.amazonaws.com":{"username":"AWS","password":"pw"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.cache_key_type, CacheKeyType::Registry);
+        assert_eq!(r.cache_duration, Some(Duration::from_secs(6 * 3600)));
+        let e = r
+            .auth
+            .get("123456789012.dkr.ecr.us-east-1.amazonaws.com")
+            .unwrap();
+        assert_eq!((e.username.as_str(), e.password.expose()), ("AWS", "pw"));
+    }
+
+    #[test]
+    fn refusals_name_the_provider_and_never_the_secret() {
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1beta1","kind":"CredentialProviderResponse","cacheKeyType":"Image"}"#,
+             "credential provider p: answered apiVersion \"credentialprovider.kubelet.k8s.io/v1beta1\", but its config says credentialprovider.kubelet.k8s.io/v1; the answer was not used"),
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","cacheKeyType":"Image"}"#,
+             "credential provider p: kind \"CredentialProviderRequest\" is not CredentialProviderResponse; the answer was not used"),
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Pod"}"#,
+             "credential provider p: cacheKeyType \"Pod\" is not Image, Registry or Global; the answer was not used"),
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","cacheDuration":"soon"}"#,
+             "credential provider p: cacheDuration \"soon\" is not a duration such as \"12h\"; the answer was not used"),
+            (b"not json s3cr3t",
+             "credential provider p: the answer is not a CredentialProviderResponse (invalid JSON at line 1 column 2); the answer was not used"),
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":{"r.io":{"username":"u","password":7}}}"#,
+             "credential provider p: the answer is not a CredentialProviderResponse (unexpected field or value at line 1 column 155); the answer was not used"),
+            (br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":{"r.io":{"username":"u","password":"s3cr3t","extra":"s3cr3t"}}}"#,
+             "credential provider p: the answer is not a CredentialProviderResponse (unexpected field or value at line 1 column 170); the answer was not used"),
+        ];
+        for (out, want) in cases {
+            let got = decode("p", V1, out).unwrap_err().to_string();
+            assert_eq!(got, *want);
+            assert!(!got.contains("s3cr3t"));
+        }
+    }
+
+    #[test]
+    fn absent_and_zero_durations_differ() {
+        let base = r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1alpha1","kind":"CredentialProviderResponse","cacheKeyType":"Global""#;
+        let absent = decode("p", ExecApi::V1alpha1, format!("{base}}}").as_bytes()).unwrap();
+        assert_eq!(absent.cache_duration, None);
+        assert!(absent.auth.is_empty());
+        let zero = decode(
+            "p",
+            ExecApi::V1alpha1,
+            format!("{base},\"cacheDuration\":\"0s\"}}").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(zero.cache_duration, Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn the_request_is_the_kubelet_shape() {
+        let token = Secret::new("tok");
+        let mut ann = BTreeMap::new();
+        ann.insert("a.io/k".to_string(), "v".to_string());
+        let body = serde_json::to_string(&WireRequest {
+            api_version: V1.as_str(),
+            kind: "CredentialProviderRequest",
+            image: "r.io/team/app",
+            service_account_token: Some(token.expose()),
+            service_account_annotations: Some(&ann),
+        })
+        .unwrap();
+        assert_eq!(
+            body,
+            r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"r.io/team/app","serviceAccountToken":"tok","serviceAccountAnnotations":{"a.io/k":"v"}}"#
+        );
+        let plain = serde_json::to_string(&WireRequest {
+            api_version: ExecApi::V1alpha1.as_str(),
+            kind: "CredentialProviderRequest",
+            image: "r.io/x",
+            service_account_token: None,
+            service_account_annotations: None,
+        })
+        .unwrap();
+        assert_eq!(
+            plain,
+            r#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1alpha1","kind":"CredentialProviderRequest","image":"r.io/x"}"#
+        );
+    }
+}
