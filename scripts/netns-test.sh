@@ -2,7 +2,7 @@
 # The tests that need host names that are not loopback (tests/integration/netns.rs), run in
 # a network namespace of their own.
 #
-#   scripts/netns-test.sh [cargo test filter/args...]
+#   scripts/netns-test.sh [test filter/libtest args...]   (default: netns::)
 #
 # 1. builds the integration test binary (cargo test --locked --test integration --no-run);
 # 2. runs it under `unshare --net --mount` (a new network namespace and a private mount
