@@ -19,93 +19,28 @@
 
 use std::net::IpAddr;
 
-use base64::Engine as _;
-
+use crate::redirects::{FrontAuth, assert_issued_for, front_on, token_request};
 use crate::support::hostile_server::{Flow, Out, Seen, Server};
 use crate::support::named::{self, Bind};
 use crate::support::process::{Run, check};
-use crate::support::{
-    ALICE, Mode, Registry, TokenRequest, fixture, http, pull_secret, relay, temp_dir,
-};
+use crate::support::{ALICE, Mode, Registry, fixture, http, pull_secret, relay, temp_dir};
 
 const FRONT: &str = "registry.pullcheck.test";
 const TARGET: &str = "blobs.pullcheck.test";
 const STORE: &str = "store.pullcheck.test";
 const REALM: &str = "auth.pullcheck.test";
 
-/// What the front asks of its own clients.
-#[derive(Clone, Copy)]
-enum FrontAuth {
-    /// Nothing, as registry.k8s.io.
-    None,
-    /// HTTP Basic with alice's password; anything else gets a 401 Basic challenge.
-    AliceBasic,
-}
-
-/// The scripted front on `registry.pullcheck.test`: `/v2/` answers 200 (or its challenge),
-/// every manifest request a 307 to the same path on `target` (`https://HOST:PORT`).
+/// The scripted front of `redirects.rs` on `registry.pullcheck.test`, with a certificate for
+/// that name.
 fn front(target: &str, auth: FrontAuth) -> Server {
-    let target = target.to_string();
-    let alice = http::basic_auth(ALICE.0, ALICE.1);
     let bind = Bind::named(FRONT);
-    Server::start_on(&bind, bind.tls(), move |seen: &Seen, out: &mut Out| {
-        let allowed = match auth {
-            FrontAuth::None => true,
-            FrontAuth::AliceBasic => seen.authorization.as_deref() == Some(alice.as_str()),
-        };
-        if !allowed {
-            out.reply(401, &[("WWW-Authenticate", "Basic realm=\"front\"")], b"{}")?;
-        } else if seen.path().contains("/manifests/") {
-            let location = format!("{target}{}", seen.target);
-            out.reply(307, &[("Location", &location)], b"")?;
-        } else {
-            out.reply(200, &[("Content-Type", "application/json")], b"{}")?;
-        }
-        Ok(Flow::KeepAlive)
-    })
+    front_on(&bind, bind.tls(), target, auth)
 }
 
 /// A token-mode registry (its own copy of the seeded images) on `name`, its realm on
 /// `auth.pullcheck.test`.
 fn registry_on(name: &str) -> Registry {
     named::start_registry(Mode::Token, Bind::named(name), Some(Bind::named(REALM)))
-}
-
-/// The claims of a bearer JWT (`Bearer <header>.<claims>.<signature>`).
-fn claims(authorization: &str) -> serde_json::Value {
-    let jwt = authorization
-        .strip_prefix("Bearer ")
-        .unwrap_or_else(|| panic!("not a bearer authorization: {authorization}"));
-    let part = jwt.split('.').nth(1).expect("a JWT");
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(part)
-        .expect("base64url claims");
-    serde_json::from_slice(&raw).expect("JSON claims")
-}
-
-/// Assert that `authorization` is a token `reg`'s realm issued for `user` (`""` anonymous)
-/// with pull on `repo`.
-#[track_caller]
-fn assert_issued_for(authorization: &str, reg: &Registry, user: &str, repo: &str) {
-    let c = claims(authorization);
-    assert_eq!(c["aud"], reg.service.as_deref().unwrap());
-    assert_eq!(c["sub"], user);
-    assert_eq!(
-        c["access"],
-        serde_json::json!([{"type": "repository", "name": repo, "actions": ["pull"]}])
-    );
-}
-
-fn token_request(reg: &Registry, user: Option<&str>, repo: &str) -> TokenRequest {
-    TokenRequest {
-        method: "GET".into(),
-        service: reg.service.clone(),
-        scopes: vec![format!("repository:{repo}:pull")],
-        user: user.map(str::to_string),
-        status: 200,
-        granted: vec![format!("repository:{repo}:pull")],
-        form: vec![],
-    }
 }
 
 fn ip(name: &str) -> IpAddr {
