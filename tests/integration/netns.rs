@@ -53,7 +53,7 @@ fn run(args: &[&str]) -> Run {
     check(&all)
 }
 
-/// `METHOD /path` and whether an `Authorization` came along, per request.
+/// `METHOD /path` and the `Authorization` that came along, per request.
 fn requests(s: &Server) -> Vec<(String, Option<String>)> {
     s.seen()
         .into_iter()
