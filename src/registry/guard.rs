@@ -419,7 +419,12 @@ impl Resolve for GuardedResolver {
                         as Box<dyn std::error::Error + Send + Sync>);
                 }
             };
-            let kept = guard.filter(&host, addrs, allowed).map_err(Box::new)?;
+            // Boxed as itself (not as a `Box<GuardError>`, which `?` would wrap once more),
+            // so the HTTP layer can find it in the error chain and report a refusal rather
+            // than a connection failure.
+            let kept = guard
+                .filter(&host, addrs, allowed)
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
             Ok(Box::new(kept.into_iter()) as Addrs)
         })
     }
@@ -610,6 +615,24 @@ mod tests {
         );
         // Only the proxy: another name on loopback is still refused.
         assert!(g.filter("elsewhere", lo, Classes::ORDINARY).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_a_refused_class_fails_with_the_guards_error() {
+        // `localhost` is in every /etc/hosts, on loopback.
+        let g = Guard::new(GuardPolicy::default());
+        let resolver = g.resolver(Classes::ORDINARY);
+        let Err(e) = resolver.resolve("localhost".parse().unwrap()).await else {
+            panic!("localhost resolved to an ordinary address");
+        };
+        let refused = e
+            .downcast_ref::<GuardError>()
+            .expect("the guard's own error");
+        assert!(
+            refused.0.starts_with("localhost is ") && refused.0.ends_with(", a loopback address"),
+            "{}",
+            refused.0
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod kubectl_plugin;
 mod lint;
 mod metered;
 mod mirrors_explain;
+mod netns;
 mod redirects;
 mod regression;
 mod scan;

@@ -11,7 +11,8 @@
 
 use base64::Engine as _;
 
-use crate::support::hostile_server::{Flow, Out, Seen, Server};
+use crate::support::hostile_server::{Flow, Out, Seen, Server, Transport};
+use crate::support::named::Bind;
 use crate::support::process::{Run, check};
 use crate::support::{
     ALICE, Mode, Registry, TokenRequest, fixture, http, pull_secret, relay, start_dedicated,
@@ -25,7 +26,7 @@ fn relay(reg: &Registry) -> Server {
 
 /// What the front asks of its own clients.
 #[derive(Clone, Copy)]
-enum FrontAuth {
+pub(crate) enum FrontAuth {
     /// Nothing, as registry.k8s.io.
     None,
     /// HTTP Basic with alice's password; anything else gets a 401 Basic challenge.
@@ -35,9 +36,14 @@ enum FrontAuth {
 /// The scripted front: `/v2/` answers 200 (or its challenge), every manifest request a 307
 /// to the same path on `target`.
 fn front(target: &str, auth: FrontAuth) -> Server {
+    front_on(&Bind::loopback(), relay::loopback_tls(), target, auth)
+}
+
+/// [`front`] on `bind`, speaking `tls` (`netns.rs`: on a host name).
+pub(crate) fn front_on(bind: &Bind, tls: Transport, target: &str, auth: FrontAuth) -> Server {
     let target = target.to_string();
     let alice = http::basic_auth(ALICE.0, ALICE.1);
-    Server::start(relay::loopback_tls(), move |seen: &Seen, out: &mut Out| {
+    Server::start_on(bind, tls, move |seen: &Seen, out: &mut Out| {
         let allowed = match auth {
             FrontAuth::None => true,
             FrontAuth::AliceBasic => seen.authorization.as_deref() == Some(alice.as_str()),
@@ -69,7 +75,7 @@ fn claims(authorization: &str) -> serde_json::Value {
 /// Assert that `authorization` is a token the harness's realm issued for `reg` with `user`
 /// (`""` anonymous) and pull on `repo`.
 #[track_caller]
-fn assert_issued_for(authorization: &str, reg: &Registry, user: &str, repo: &str) {
+pub(crate) fn assert_issued_for(authorization: &str, reg: &Registry, user: &str, repo: &str) {
     let c = claims(authorization);
     assert_eq!(c["aud"], reg.service.as_deref().unwrap());
     assert_eq!(c["sub"], user);
@@ -89,7 +95,7 @@ fn token_log_for(reg: &Registry) -> Vec<TokenRequest> {
         .collect()
 }
 
-fn token_request(reg: &Registry, user: Option<&str>, repo: &str) -> TokenRequest {
+pub(crate) fn token_request(reg: &Registry, user: Option<&str>, repo: &str) -> TokenRequest {
     TokenRequest {
         method: "GET".into(),
         service: reg.service.clone(),

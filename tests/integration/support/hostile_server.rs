@@ -1,4 +1,5 @@
-//! A scripted, deliberately hostile HTTP/1.1 server (plain or TLS) on loopback, for the
+//! A scripted, deliberately hostile HTTP/1.1 server (plain or TLS) on loopback (or on the
+//! address and name a [`Bind`] gives, `Server::start_on`), for the
 //! hostile-registry suite (`hostile.rs`); the well-behaved scripted server with canned
 //! replies is `scripted_server.rs`.
 //!
@@ -13,7 +14,7 @@
 //! the suite can assert that an oversized body was never read in full).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::named::Bind;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
@@ -33,6 +36,8 @@ pub struct Seen {
     pub authorization: Option<String>,
     /// Every header line as received (name, value trimmed), in order.
     pub headers: Vec<(String, String)>,
+    /// The address the connection came from.
+    pub peer: IpAddr,
 }
 
 impl Seen {
@@ -152,10 +157,12 @@ struct State {
 /// A running hostile server. Its threads stop accepting when it is dropped; connections
 /// in flight end when the peer (the pullcheck child) goes away.
 pub struct Server {
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT` (`NAME:PORT` when started on a named [`Bind`]).
     pub host: String,
     /// `http://127.0.0.1:PORT` or `https://…`.
     pub base: String,
+    /// The address it listens on.
+    pub addr: SocketAddr,
     state: Arc<State>,
 }
 
@@ -163,7 +170,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.state.stopped.store(true, Ordering::SeqCst);
         // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(&self.host);
+        let _ = TcpStream::connect(self.addr);
     }
 }
 
@@ -173,8 +180,18 @@ impl Server {
         transport: Transport,
         handler: impl Fn(&Seen, &mut Out) -> io::Result<Flow> + Send + Sync + 'static,
     ) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let host = listener.local_addr().unwrap().to_string();
+        Server::start_on(&Bind::loopback(), transport, handler)
+    }
+
+    /// Start a server on `bind`'s address, named by its name in `host` and `base`.
+    pub fn start_on(
+        bind: &Bind,
+        transport: Transport,
+        handler: impl Fn(&Seen, &mut Out) -> io::Result<Flow> + Send + Sync + 'static,
+    ) -> Server {
+        let listener = bind.listen();
+        let addr = listener.local_addr().unwrap();
+        let host = bind.host(addr.port());
         let scheme = match transport {
             Transport::Plain => "http",
             _ => "https",
@@ -200,6 +217,9 @@ impl Server {
                         return;
                     }
                     let Ok(stream) = stream else { continue };
+                    let Ok(peer) = stream.peer_addr() else {
+                        continue;
+                    };
                     st.connections.fetch_add(1, Ordering::Relaxed);
                     let (st, handler, tls) = (st.clone(), handler.clone(), tls.clone());
                     thread::spawn(move || {
@@ -212,10 +232,15 @@ impl Server {
                         match tls {
                             Some(cfg) => {
                                 if let Ok(conn) = rustls::ServerConnection::new(cfg) {
-                                    serve(rustls::StreamOwned::new(conn, stream), &st, &*handler)
+                                    serve(
+                                        rustls::StreamOwned::new(conn, stream),
+                                        peer.ip(),
+                                        &st,
+                                        &*handler,
+                                    )
                                 }
                             }
-                            None => serve(stream, &st, &*handler),
+                            None => serve(stream, peer.ip(), &st, &*handler),
                         }
                     });
                 }
@@ -224,6 +249,7 @@ impl Server {
         Server {
             base: format!("{scheme}://{host}"),
             host,
+            addr,
             state,
         }
     }
@@ -296,7 +322,7 @@ fn drain_until_closed(mut s: TcpStream, max: Duration) {
     }
 }
 
-fn serve<S: Read + Write>(stream: S, st: &State, handler: &Handler) {
+fn serve<S: Read + Write>(stream: S, peer: IpAddr, st: &State, handler: &Handler) {
     let mut reader = BufReader::new(stream);
     loop {
         let mut first = String::new();
@@ -337,6 +363,7 @@ fn serve<S: Read + Write>(stream: S, st: &State, handler: &Handler) {
             target: parts.next().unwrap_or("").to_string(),
             authorization,
             headers,
+            peer,
         };
         st.log.lock().unwrap().push(seen.clone());
         let mut out = Out {

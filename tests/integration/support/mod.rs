@@ -20,10 +20,13 @@
 //! * `start_dedicated(mode)` gives a private registry (own copy of the storage)
 //!   that a test may `stop()`, `pause()` or `resume()`; it is killed on Drop.
 //! * Every child process gets `PR_SET_PDEATHSIG=SIGKILL`.
+//! * Everything listens on 127.0.0.1; `named.rs` puts servers on other addresses and host
+//!   names inside the network namespace of `scripts/netns-test.sh`.
 
 pub mod hostile_server;
 pub mod http;
 pub mod images;
+pub mod named;
 pub mod process;
 pub mod registry;
 pub mod relay;
@@ -102,6 +105,8 @@ pub struct Fixture {
     pub dir: PathBuf,
     /// The JWT signing certificate (the registries' `rootcertbundle`).
     pub signing_cert: PathBuf,
+    /// Its key (PKCS#8 PEM), for another token server with the same trust.
+    pub signing_key: PathBuf,
     /// htpasswd file (alice only).
     pub htpasswd: PathBuf,
     /// Server certificate + key for 127.0.0.1, ::1, localhost.
@@ -308,6 +313,7 @@ fn start_fixture() -> Fixture {
     let storage = base.join("storage");
     let setup = |mode: Mode, name: &str| registry::Setup {
         mode,
+        bind: named::Bind::loopback(),
         dir: base.join(name),
         storage: storage.clone(),
         ca_file: ca_file.clone(),
@@ -340,6 +346,7 @@ fn start_fixture() -> Fixture {
         storage,
         dir: base,
         signing_cert,
+        signing_key,
         htpasswd,
         server_cert,
         server_key,
@@ -359,16 +366,39 @@ pub fn start_dedicated(mode: Mode) -> Registry {
 pub fn start_dedicated_with_cert(mode: Mode, cert_pem: &str, key_pem: &str) -> Registry {
     assert_ne!(mode, Mode::Anon, "the anonymous registry speaks plain HTTP");
     fixture();
+    start_dedicated_inner(mode, cert_files(cert_pem, key_pem))
+}
+
+/// `cert_pem` and `key_pem` written to a directory of their own, as
+/// (`server.crt`, `server.key`).
+fn cert_files(cert_pem: &str, key_pem: &str) -> (PathBuf, PathBuf) {
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
     let dir = base_dir().join(format!("custom-cert-{n}"));
     std::fs::create_dir_all(&dir).unwrap();
     let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
     write_pem(&cert, cert_pem);
     write_pem(&key, key_pem);
-    start_dedicated_inner(mode, (cert, key))
+    (cert, key)
 }
 
 fn start_dedicated_inner(mode: Mode, tls: (PathBuf, PathBuf)) -> Registry {
+    let fx = fixture();
+    start_dedicated_on(
+        mode,
+        (mode != Mode::Anon).then_some(tls),
+        named::Bind::loopback(),
+        fx.token_server.clone(),
+    )
+}
+
+/// A dedicated registry on `bind` serving `tls` (cert, key files; `None`: plain HTTP), in
+/// token mode with `token_server` as its realm.
+fn start_dedicated_on(
+    mode: Mode,
+    tls: Option<(PathBuf, PathBuf)>,
+    bind: named::Bind,
+    token_server: Arc<TokenServer>,
+) -> Registry {
     let fx = fixture();
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
     let dir = fx.dir.join(format!("dedicated-{n}"));
@@ -387,14 +417,15 @@ fn start_dedicated_inner(mode: Mode, tls: (PathBuf, PathBuf)) -> Registry {
     );
     Registry::start(registry::Setup {
         mode,
+        bind,
         dir: dir.join("registry"),
         storage,
         ca_file: fx.ca_file.clone(),
-        tls: (mode != Mode::Anon).then_some(tls),
+        tls,
         htpasswd: (mode == Mode::Basic).then(|| fx.htpasswd.clone()),
         token: (mode == Mode::Token).then(|| {
             (
-                fx.token_server.clone(),
+                token_server,
                 format!("pullcheck-dedicated-{n}"),
                 fx.signing_cert.clone(),
             )

@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::http::{self, Response};
-use super::token::TokenServer;
+use super::named::Bind;
+use super::token::{TokenRequest, TokenServer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -28,11 +29,15 @@ pub struct LoggedRequest {
     pub uri: String,
     pub status: u16,
     pub user_agent: String,
+    /// The client's address as the registry saw it.
+    pub remote: String,
 }
 
 /// Where the registry's identity and auth come from.
 pub(crate) struct Setup {
     pub mode: Mode,
+    /// Where it listens (port 0: a free one) and what it is called.
+    pub bind: Bind,
     pub dir: PathBuf,
     pub storage: PathBuf,
     pub ca_file: PathBuf,
@@ -44,7 +49,7 @@ pub(crate) struct Setup {
 }
 
 pub struct Registry {
-    /// `127.0.0.1:PORT`
+    /// `127.0.0.1:PORT` (`NAME:PORT` on a named [`Bind`])
     pub host: String,
     /// `"http"` or `"https"`.
     pub scheme: &'static str,
@@ -91,9 +96,9 @@ pub fn registry_binary() -> PathBuf {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral loopback port")
+fn free_port(addr: std::net::IpAddr) -> u16 {
+    std::net::TcpListener::bind((addr, 0))
+        .unwrap_or_else(|e| panic!("bind an ephemeral port on {addr}: {e}"))
         .local_addr()
         .unwrap()
         .port()
@@ -105,8 +110,9 @@ fn config_yaml(s: &Setup, port: u16) -> String {
          log:\n  level: info\n  formatter: json\n\
          storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n  \
          maintenance:\n    uploadpurging:\n      enabled: false\n\
-         http:\n  addr: 127.0.0.1:{port}\n  secret: pullcheck-harness-secret\n",
-        storage = s.storage.display()
+         http:\n  addr: {addr}\n  secret: pullcheck-harness-secret\n",
+        storage = s.storage.display(),
+        addr = std::net::SocketAddr::new(s.bind.addr, port),
     );
     if let Some((cert, key)) = &s.tls {
         y.push_str(&format!(
@@ -146,7 +152,10 @@ impl Registry {
         let scheme = if setup.tls.is_some() { "https" } else { "http" };
         let mut last_err = String::new();
         for attempt in 0..8 {
-            let port = free_port();
+            let port = match setup.bind.port {
+                0 => free_port(setup.bind.addr),
+                fixed => fixed,
+            };
             let config = setup.dir.join("config.yml");
             std::fs::write(&config, config_yaml(&setup, port)).unwrap();
             let access_log = setup.dir.join(format!("access-{attempt}.log"));
@@ -161,7 +170,7 @@ impl Registry {
                 .env_remove("REGISTRY_HTTP_ADDR");
             let mut child = super::process::spawn_tied(cmd)
                 .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
-            let host = format!("127.0.0.1:{port}");
+            let host = setup.bind.host(port);
             let base = format!("{scheme}://{host}");
             let deadline = Instant::now() + Duration::from_secs(20);
             let mut up = false;
@@ -203,14 +212,15 @@ impl Registry {
             let _ = child.kill();
             let _ = child.wait();
             last_err = std::fs::read_to_string(&app_log).unwrap_or_default();
-            let port_clash = last_err.contains("address already in use");
+            let port_clash = last_err.contains("address already in use") && setup.bind.port == 0;
             if !port_clash {
                 break;
             }
         }
         panic!(
-            "docker-registry ({:?}) did not answer GET /v2/ on loopback; its log:\n{last_err}",
-            setup.mode
+            "docker-registry ({:?}) did not answer GET /v2/ on {}; its log:\n{last_err}",
+            setup.mode,
+            setup.bind.host(setup.bind.port)
         );
     }
 
@@ -234,6 +244,18 @@ impl Registry {
         match (&self.token_server, &self.service) {
             (Some(srv), Some(svc)) => srv.count_for_service(svc),
             _ => 0,
+        }
+    }
+
+    /// Every token request its realm answered for its `service` (token mode), so far.
+    pub fn token_log(&self) -> Vec<TokenRequest> {
+        match &self.token_server {
+            Some(srv) => srv
+                .log()
+                .into_iter()
+                .filter(|t| t.service == self.service)
+                .collect(),
+            None => vec![],
         }
     }
 
@@ -354,7 +376,7 @@ impl Drop for Registry {
 /// `127.0.0.1 - - [29/Nov/2026:19:28:52 +0000] "HEAD /v2/ HTTP/1.1" 200 2 "" "curl/7.88.1"`
 fn parse_combined(line: &str) -> Option<LoggedRequest> {
     let mut head = line.splitn(4, ' ');
-    let _ip = head.next()?;
+    let remote = head.next()?.to_string();
     let _ident = head.next()?;
     let _user = head.next()?; // always "-": distribution does not fill it in
     let rest = head.next()?;
@@ -376,5 +398,6 @@ fn parse_combined(line: &str) -> Option<LoggedRequest> {
         uri,
         status,
         user_agent,
+        remote,
     })
 }

@@ -1,5 +1,5 @@
-//! A recording relay: a scripted server (`hostile_server.rs`, TLS on loopback with a
-//! test-CA certificate) in front of a real one. Each request is recorded (with its
+//! A recording relay: a scripted server (`hostile_server.rs`, TLS on loopback, or on a
+//! named [`Bind`] with `start_on`, with a test-CA certificate) in front of a real one. Each request is recorded (with its
 //! `Authorization`), forwarded with its `Accept` and `Authorization` to the real server, and
 //! the real answer is sent back, after `edit` (e.g. a rewritten challenge). Used where a
 //! real server's own log lacks what a test must assert: distribution's access log has no
@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use super::hostile_server::{Flow, Out, Seen, Server, Transport};
 use super::http;
+use super::named::Bind;
 
 /// TLS identity for 127.0.0.1 and localhost from the test CA (the one `check` trusts).
 pub fn loopback_tls() -> Transport {
@@ -55,9 +56,27 @@ pub fn pass_back(out: &mut Out, resp: &http::Response) -> io::Result<Flow> {
 
 /// Start a relay to `base` (`https://127.0.0.1:PORT`) whose answers pass through `edit`.
 pub fn start(base: &str, edit: impl Fn(&mut http::Response) + Send + Sync + 'static) -> Server {
+    start_with(&Bind::loopback(), loopback_tls(), base, edit)
+}
+
+/// [`start`] on `bind`, with a certificate for its name.
+pub fn start_on(
+    bind: &Bind,
+    base: &str,
+    edit: impl Fn(&mut http::Response) + Send + Sync + 'static,
+) -> Server {
+    start_with(bind, bind.tls(), base, edit)
+}
+
+fn start_with(
+    bind: &Bind,
+    tls: Transport,
+    base: &str,
+    edit: impl Fn(&mut http::Response) + Send + Sync + 'static,
+) -> Server {
     let base = base.to_string();
     let ca = super::fixture().ca_file.clone();
-    Server::start(loopback_tls(), move |seen: &Seen, out: &mut Out| {
+    Server::start_on(bind, tls, move |seen: &Seen, out: &mut Out| {
         let mut resp = forward(&base, &ca, seen)?;
         edit(&mut resp);
         pass_back(out, &resp)

@@ -1,5 +1,5 @@
 //! A Docker-registry token server (the "token" auth flow) over HTTPS on
-//! loopback. It signs ES256 JWTs with a self-signed certificate that is the
+//! loopback (or a named [`Bind`], `TokenServer::start_on`). It signs ES256 JWTs with a self-signed certificate that is the
 //! registry's `rootcertbundle`, carried in the JWT header's `x5c`.
 //!
 //! Policy: anonymous may pull everything except `private/*`; `alice` may pull
@@ -11,7 +11,9 @@
 //! the only refresh token it knows is alice's ([`super::ALICE_REFRESH_TOKEN`]).
 
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
+
+use super::named::Bind;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -47,7 +49,7 @@ pub struct TokenRequest {
 
 pub struct TokenServer {
     pub port: u16,
-    /// `https://127.0.0.1:PORT/token`
+    /// `https://127.0.0.1:PORT/token` (`https://NAME:PORT/token` on a named [`Bind`])
     pub realm: String,
     log: Mutex<Vec<TokenRequest>>,
     signer: EcdsaKeyPair,
@@ -59,6 +61,23 @@ impl TokenServer {
     /// `tls_cert_pem`/`tls_key_pem`: HTTPS identity; `sign_cert_pem`/`sign_key_pem`:
     /// the JWT signing certificate (EC P-256, PKCS#8 key).
     pub fn start(
+        tls_cert_pem: &str,
+        tls_key_pem: &str,
+        sign_cert_pem: &str,
+        sign_key_pem: &str,
+    ) -> Arc<TokenServer> {
+        TokenServer::start_on(
+            &Bind::loopback(),
+            tls_cert_pem,
+            tls_key_pem,
+            sign_cert_pem,
+            sign_key_pem,
+        )
+    }
+
+    /// [`TokenServer::start`] listening on `bind`, its realm named by `bind`'s name.
+    pub fn start_on(
+        bind: &Bind,
         tls_cert_pem: &str,
         tls_key_pem: &str,
         sign_cert_pem: &str,
@@ -93,11 +112,11 @@ impl TokenServer {
             .expect("signing certificate");
         let x5c = base64::engine::general_purpose::STANDARD.encode(cert_der);
 
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind token server");
+        let listener = bind.listen();
         let port = listener.local_addr().unwrap().port();
         let server = Arc::new(TokenServer {
             port,
-            realm: format!("https://127.0.0.1:{port}/token"),
+            realm: format!("https://{}/token", bind.host(port)),
             log: Mutex::new(Vec::new()),
             signer,
             x5c,
