@@ -368,6 +368,16 @@ mod tests {
         }
     }
 
+    /// providers, provider credential, anonymous, identity, verdict → the detail, if assumed.
+    type Row<'a> = (
+        &'a [ProviderUse],
+        bool,
+        bool,
+        ProviderIdentity,
+        Verdict,
+        Option<&'a str>,
+    );
+
     /// The decision table of `NodeView::assumed`, row by row.
     #[test]
     fn what_is_assumed_and_what_stands() {
@@ -376,14 +386,7 @@ mod tests {
         let ok = [answered()];
         let bad = [failed()];
         let none: [ProviderUse; 0] = [];
-        let cases: &[(
-            &[ProviderUse],
-            bool,
-            bool,
-            ProviderIdentity,
-            Verdict,
-            Option<&str>,
-        )] = &[
+        let cases: &[Row] = &[
             // The provider's credential: 11 and 12 are definitive; refusals depend on whose
             // identity.
             (&ok, true, false, NotTheNodes, NotFound, None),
