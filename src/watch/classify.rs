@@ -156,7 +156,11 @@ pub(crate) const RULES: &[Rule] = &[
     ),
     contains("x509: ", TRANSIENT, GO_NET),
     contains("tls: ", TRANSIENT, GO_NET),
-    contains("server gave HTTP response to HTTPS client", TRANSIENT, GO_NET),
+    contains(
+        "server gave HTTP response to HTTPS client",
+        TRANSIENT,
+        GO_NET,
+    ),
     contains("connection refused", TRANSIENT, GO_NET),
     contains("connection reset by peer", TRANSIENT, GO_NET),
     contains("no route to host", TRANSIENT, GO_NET),
@@ -269,9 +273,9 @@ pub(crate) fn classify(reason: &str, message: &str) -> Classification {
         // Not a registry answer: the node lacks the image under `imagePullPolicy: Never`,
         // a signature policy refused it, or the runtime could not inspect its own store.
         // None of pullcheck's verdicts says that.
-        Reason::ErrImageNeverPull | Reason::SignatureValidationFailed | Reason::ImageInspectError => {
-            (None, Some(reason.as_str()))
-        }
+        Reason::ErrImageNeverPull
+        | Reason::SignatureValidationFailed
+        | Reason::ImageInspectError => (None, Some(reason.as_str())),
     };
     Classification {
         reason: Some(reason),
@@ -292,7 +296,9 @@ fn from_back_off(message: &str) -> (Option<Verdict>, Option<&'static str>) {
         return (None, Some(NO_UNDERLYING_MESSAGE));
     }
     match underlying.split_once(": ") {
-        Some((inner, rest)) if Reason::parse(inner).is_some_and(|r| r != Reason::ImagePullBackOff) => {
+        Some((inner, rest))
+            if Reason::parse(inner).is_some_and(|r| r != Reason::ImagePullBackOff) =>
+        {
             let c = classify(inner, rest);
             (c.verdict, c.matched)
         }
@@ -310,8 +316,9 @@ fn from_message(message: &str) -> (Option<Verdict>, Option<&'static str>) {
 fn matches(shape: Shape, message: &str) -> bool {
     match shape {
         Shape::Contains(text) => message.contains(text),
-        Shape::Status { lo, hi, after } => unexpected_status(message)
-            .is_some_and(|code| (lo..=hi).contains(&code) && after.is_none_or(|a| message.contains(a))),
+        Shape::Status { lo, hi, after } => unexpected_status(message).is_some_and(|code| {
+            (lo..=hi).contains(&code) && after.is_none_or(|a| message.contains(a))
+        }),
         Shape::ResolveNotFound => {
             message.contains("failed to resolve") && message.trim_end().ends_with(": not found")
         }

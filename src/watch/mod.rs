@@ -7,3 +7,5 @@
 
 pub(crate) mod classify;
 pub(crate) mod decide;
+#[cfg(test)]
+mod recorded;
