@@ -7,6 +7,7 @@
 //! Everything is `pub(crate)` unless the binary, `tests/` or `fuzz/` use it, so rustc
 //! reports dead code: the public items are the ones those need.
 
+pub(crate) mod apiserver;
 pub mod cli;
 pub mod credentials;
 mod engine;

@@ -14,21 +14,19 @@
 //! `/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}`, or from `--apiserver`.
 //! Objects are cached briefly (a few seconds) and concurrent reads of one object coalesced.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use moka::future::Cache;
-use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use super::config::ApiServer;
 use super::metrics::Metrics;
+use crate::apiserver::{ApiClient, ApiServer, error_chain};
+pub(crate) use crate::apiserver::{ClusterError, in_cluster};
 use futures_util::future::BoxFuture;
 
 use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};
@@ -36,56 +34,10 @@ use crate::credentials::{DockerConfig, DockerConfigError, Keyring, Secret};
 use crate::k8s::KubernetesVersion;
 use crate::k8s::templates::pull_secret_names;
 
-/// The in-cluster ServiceAccount directory.
-pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Largest API object read (a Secret is at most 1 MiB).
 const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
 /// Deadline of one API request (the budget may cut it shorter).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// A `--apiserver*` setting that keeps the client from being built.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ClusterError {
-    /// `--apiserver` is not a URL.
-    #[error("--apiserver {url}: {source}")]
-    Url {
-        /// The value given.
-        url: String,
-        /// Why it does not parse.
-        source: url::ParseError,
-    },
-    /// `--apiserver` is a URL of another scheme.
-    #[error("--apiserver {url}: must be an https URL")]
-    Scheme {
-        /// The value given.
-        url: String,
-    },
-    /// `--apiserver-ca-file` can't be read as PEM.
-    #[error("--apiserver-ca-file {}: {source}", path.display())]
-    CaFile {
-        /// The file.
-        path: PathBuf,
-        /// The read or PEM error.
-        source: rustls::pki_types::pem::Error,
-    },
-    /// `--apiserver-ca-file` holds no certificate.
-    #[error("--apiserver-ca-file {}: no certificates found", path.display())]
-    NoCertificates {
-        /// The file.
-        path: PathBuf,
-    },
-    /// `--apiserver-token-file` can't be read.
-    #[error("--apiserver-token-file {}: {source}", path.display())]
-    TokenFile {
-        /// The file.
-        path: PathBuf,
-        /// The I/O failure.
-        source: std::io::Error,
-    },
-    /// The HTTP client could not be built.
-    #[error("cannot build the API client: {0}")]
-    Client(reqwest::Error),
-}
 
 /// Why one API object could not be read. Cheap to clone: the object cache hands the same
 /// error to every caller that waited for one read.
@@ -181,32 +133,9 @@ impl TemplateCredentials {
     }
 }
 
-/// The API server as seen from inside a pod, if this is one.
-pub(crate) fn in_cluster() -> Option<ApiServer> {
-    let host = std::env::var("KUBERNETES_SERVICE_HOST").ok()?;
-    let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
-    let dir = Path::new(SERVICE_ACCOUNT_DIR);
-    let token = dir.join("token");
-    if !token.is_file() {
-        return None;
-    }
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    Some(ApiServer {
-        url: format!("https://{host}:{port}"),
-        token_file: Some(token),
-        ca_file: Some(dir.join("ca.crt")).filter(|p| p.is_file()),
-    })
-}
-
 /// Reads Secrets and ServiceAccounts.
 pub(crate) struct Cluster {
-    client: reqwest::Client,
-    base: Url,
-    token_file: Option<PathBuf>,
+    api: ApiClient,
     objects: Cache<String, Option<Arc<Value>>>,
     metrics: Arc<Metrics>,
     /// The API server's version, once it answered (`None` inside: no readable version).
@@ -223,56 +152,9 @@ impl Cluster {
         ttl: Duration,
         metrics: Arc<Metrics>,
     ) -> Result<Cluster, ClusterError> {
-        crate::registry::tls::install_crypto_provider();
-        let base = Url::parse(&api.url).map_err(|source| ClusterError::Url {
-            url: api.url.clone(),
-            source,
-        })?;
-        if !matches!(base.scheme(), "https" | "http") {
-            return Err(ClusterError::Scheme {
-                url: api.url.clone(),
-            });
-        }
-        let mut roots = RootCertStore::empty();
-        match &api.ca_file {
-            Some(f) => {
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(f)
-                    .and_then(|it| it.collect::<Result<_, _>>())
-                    .map_err(|source| ClusterError::CaFile {
-                        path: f.clone(),
-                        source,
-                    })?;
-                if certs.is_empty() {
-                    return Err(ClusterError::NoCertificates { path: f.clone() });
-                }
-                roots.add_parsable_certificates(certs);
-            }
-            None => {
-                roots.add_parsable_certificates(
-                    webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned(),
-                );
-            }
-        }
-        let tls = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(REQUEST_TIMEOUT)
-            .user_agent(format!("pullcheck-webhook/{}", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(ClusterError::Client)?;
-        if let Some(f) = &api.token_file {
-            std::fs::read(f).map_err(|source| ClusterError::TokenFile {
-                path: f.clone(),
-                source,
-            })?;
-        }
+        let api = ApiClient::new(api)?;
         Ok(Cluster {
-            client,
-            base,
-            token_file: api.token_file.clone(),
+            api,
             objects: Cache::builder()
                 .name("pullcheck-api-objects")
                 .max_capacity(10_000)
@@ -289,12 +171,8 @@ impl Cluster {
     }
 
     fn url(&self, namespace: &str, resource: &str, name: &str) -> Url {
-        let mut url = self.base.clone();
-        if let Ok(mut segs) = url.path_segments_mut() {
-            segs.pop_if_empty()
-                .extend(["api", "v1", "namespaces", namespace, resource, name]);
-        }
-        url
+        self.api
+            .url(&["api", "v1", "namespaces", namespace, resource, name])
     }
 
     /// GET one object; `None` for 404.
@@ -308,20 +186,15 @@ impl Cluster {
         if remaining.is_zero() {
             return Err(ReadError::NoTimeLeft { path });
         }
-        let mut req = self
-            .client
-            .get(url)
-            .header(http::header::ACCEPT, "application/json")
+        let req = self
+            .api
+            .request(reqwest::Method::GET, url)
+            .await
+            .map_err(|e| ReadError::Token {
+                file: e.file,
+                source: e.source,
+            })?
             .timeout(remaining.min(REQUEST_TIMEOUT));
-        if let Some(f) = &self.token_file {
-            let token = tokio::fs::read_to_string(f)
-                .await
-                .map_err(|e| ReadError::Token {
-                    file: f.clone(),
-                    source: Arc::new(e),
-                })?;
-            req = req.bearer_auth(token.trim());
-        }
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status().as_u16();
         if status == 404 {
@@ -351,8 +224,7 @@ impl Cluster {
     ) -> Result<Option<KubernetesVersion>, ReadError> {
         self.version
             .get_or_try_init(|| async {
-                let mut url = self.base.clone();
-                url.set_path("/version");
+                let url = self.api.url(&["version"]);
                 Ok(self
                     .fetch(url, deadline)
                     .await?
@@ -473,19 +345,14 @@ impl Cluster {
                     "kind": "TokenRequest",
                     "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
                 });
-                let mut req = self
-                    .client
-                    .post(url)
-                    .header(http::header::ACCEPT, "application/json")
+                let req = self
+                    .api
+                    .request(reqwest::Method::POST, url)
+                    .await
+                    .map_err(|e| format!("POST {path}: {e}"))?
                     .header(http::header::CONTENT_TYPE, "application/json")
                     .body(body.to_string())
                     .timeout(REQUEST_TIMEOUT);
-                if let Some(f) = &self.token_file {
-                    let own = tokio::fs::read_to_string(f)
-                        .await
-                        .map_err(|e| format!("POST {path}: cannot read {}: {e}", f.display()))?;
-                    req = req.bearer_auth(own.trim());
-                }
                 let resp = req
                     .send()
                     .await
@@ -569,17 +436,6 @@ fn version_of(v: &Value) -> Option<KubernetesVersion> {
             let minor = field("minor")?.trim_end_matches('+');
             KubernetesVersion::parse(&format!("{}.{minor}", field("major")?))
         })
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 /// `imagePullSecrets[].name` of a ServiceAccount object, in order, without duplicates.

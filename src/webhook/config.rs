@@ -20,16 +20,7 @@ pub enum Mode {
     Warn,
 }
 
-/// Where the Kubernetes API is, for reading pull secrets and ServiceAccounts.
-#[derive(Debug, Clone)]
-pub struct ApiServer {
-    /// Base URL, e.g. `https://10.96.0.1:443`.
-    pub url: String,
-    /// File holding the bearer token (re-read on every request: projected tokens rotate).
-    pub token_file: Option<PathBuf>,
-    /// PEM file of the CA that signed the API server's certificate.
-    pub ca_file: Option<PathBuf>,
-}
+pub use crate::apiserver::ApiServer;
 
 /// Verdict-cache sizing and lifetimes.
 #[derive(Debug, Clone)]
