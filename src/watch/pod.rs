@@ -1,0 +1,276 @@
+//! What one pod object says, for the watch: which container waits on which image pull
+//! failure, who controls the pod, and whether pullcheck already marked it. Pure: a pod in,
+//! a [`Finding`] out, tested on pod objects shaped like the API's.
+
+use serde_json::Value;
+
+use super::api::PodId;
+use super::classify::{Classification, classify};
+use super::decide::Owner;
+use crate::verdict::Verdict;
+
+/// The pod condition the watch sets before it deletes a pod: the marker that makes every
+/// replica and every restart act on a pod once, and what a Job's `podFailurePolicy`
+/// `onPodConditions` rule matches (`k8s::policy::pullcheck_rules` puts that rule first).
+pub(crate) const CONDITION_TYPE: &str = "pullcheck.io/ImagePullFailed";
+
+/// One container's pull failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// The container's name (init or app container).
+    pub container: String,
+    /// The image the kubelet tried, as written in the spec.
+    pub image: String,
+    /// The kubelet's waiting reason and message, classified.
+    pub classification: Classification,
+    /// The kubelet's message.
+    pub message: String,
+}
+
+/// What the watch needs to know about a Pending pod.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Finding {
+    pub pod: PodId,
+    /// `metadata.resourceVersion`, the precondition of the mark.
+    pub resource_version: String,
+    /// The most telling pull failure of its containers (`None`: none is failing).
+    pub failure: Option<Failure>,
+    /// Its controller.
+    pub owner: Owner,
+    /// The controller as an Event `involvedObject` (`None` without one).
+    pub owner_object: Option<Value>,
+    /// pullcheck's condition is already True.
+    pub marked: bool,
+    /// Deletion has started (`metadata.deletionTimestamp`).
+    pub terminating: bool,
+    /// `pullcheck.io/skip: "true"` on the pod.
+    pub skipped: bool,
+}
+
+/// Read `pod`; `None` when it lacks a namespace, name or uid.
+pub(crate) fn finding(pod: &Value) -> Option<Finding> {
+    let id = PodId::of(pod)?;
+    let meta = pod.get("metadata");
+    let controller = meta
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
+    let owner = Owner::from_controller(controller.and_then(|r| {
+        Some((
+            r.get("apiVersion")?.as_str()?,
+            r.get("kind")?.as_str()?,
+        ))
+    }));
+    let owner_object = controller.map(|r| {
+        serde_json::json!({
+            "apiVersion": r.get("apiVersion"),
+            "kind": r.get("kind"),
+            "name": r.get("name"),
+            "uid": r.get("uid"),
+            "namespace": id.namespace,
+        })
+    });
+    let marked = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(CONDITION_TYPE)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        });
+    Some(Finding {
+        resource_version: meta
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        failure: worst_failure(pod),
+        owner,
+        owner_object,
+        marked,
+        terminating: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
+        skipped: meta
+            .and_then(|m| m.pointer("/annotations/pullcheck.io~1skip"))
+            .and_then(Value::as_str)
+            == Some("true"),
+        pod: id,
+    })
+}
+
+/// Of the init and app containers waiting on a pull, the one to act on: a permanent
+/// verdict first, then any verdict, then an unknown one; init containers before app
+/// containers at equal rank (they run first).
+fn worst_failure(pod: &Value) -> Option<Failure> {
+    let spec_image = |name: &str| -> Option<String> {
+        ["initContainers", "containers"]
+            .iter()
+            .flat_map(|k| {
+                pod.pointer(&format!("/spec/{k}"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
+            .and_then(|c| c.get("image").and_then(Value::as_str))
+            .map(str::to_string)
+    };
+    let rank = |c: &Classification| match c.verdict {
+        Some(v) if v.is_permanent() => 0,
+        Some(_) => 1,
+        None => 2,
+    };
+    let mut best: Option<Failure> = None;
+    for key in ["initContainerStatuses", "containerStatuses"] {
+        for status in pod
+            .pointer(&format!("/status/{key}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(waiting) = status.pointer("/state/waiting") else {
+                continue;
+            };
+            let reason = waiting.get("reason").and_then(Value::as_str).unwrap_or("");
+            let message = waiting
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let classification = classify(reason, message);
+            if classification.reason.is_none() {
+                continue;
+            }
+            let container = status
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let image = spec_image(&container)
+                .or_else(|| status.get("image").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default();
+            let candidate = Failure {
+                container,
+                image,
+                classification,
+                message: message.to_string(),
+            };
+            if best
+                .as_ref()
+                .is_none_or(|b| rank(&candidate.classification) < rank(&b.classification))
+            {
+                best = Some(candidate);
+            }
+        }
+    }
+    best
+}
+
+/// The condition's `reason`: the verdict in CamelCase, as condition reasons are written.
+pub(crate) fn condition_reason(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pullable => "Pullable",
+        Verdict::InvalidReference => "InvalidReference",
+        Verdict::NotFound => "NotFound",
+        Verdict::PlatformMissing => "PlatformMissing",
+        Verdict::Denied => "Denied",
+        Verdict::Unauthenticated => "Unauthenticated",
+        Verdict::Transient => "Transient",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(statuses: Value, extra_meta: Value) -> Value {
+        let mut meta = json!({
+            "namespace": "team", "name": "train-abc", "uid": "u-1", "resourceVersion": "77",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1", "controller": true}
+            ],
+        });
+        if let (Some(m), Some(e)) = (meta.as_object_mut(), extra_meta.as_object()) {
+            m.extend(e.clone());
+        }
+        json!({
+            "metadata": meta,
+            "spec": {
+                "initContainers": [{"name": "setup", "image": "r.io/setup:v1"}],
+                "containers": [{"name": "main", "image": "r.io/app:nope"}],
+            },
+            "status": statuses,
+        })
+    }
+
+    fn waiting(name: &str, reason: &str, message: &str) -> Value {
+        json!({"name": name, "state": {"waiting": {"reason": reason, "message": message}}})
+    }
+
+    const NOT_FOUND: &str = "rpc error: code = NotFound desc = failed to pull and unpack image \"r.io/app:nope\": failed to resolve image: r.io/app:nope: not found";
+
+    #[test]
+    fn a_job_pod_waiting_on_a_missing_tag() {
+        let p = pod(
+            json!({
+                "initContainerStatuses": [waiting("setup", "PodInitializing", "")],
+                "containerStatuses": [waiting("main", "ErrImagePull", NOT_FOUND)],
+            }),
+            json!({}),
+        );
+        let f = finding(&p).unwrap();
+        assert_eq!(
+            f.pod,
+            PodId {
+                namespace: "team".into(),
+                name: "train-abc".into(),
+                uid: "u-1".into()
+            }
+        );
+        assert_eq!(f.resource_version, "77");
+        assert_eq!(f.owner, Owner::Job);
+        assert_eq!(
+            f.owner_object,
+            Some(json!({"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1", "namespace": "team"}))
+        );
+        let failure = f.failure.unwrap();
+        assert_eq!(failure.container, "main");
+        assert_eq!(failure.image, "r.io/app:nope");
+        assert_eq!(failure.classification.verdict, Some(Verdict::NotFound));
+        assert!(!f.marked && !f.terminating && !f.skipped);
+    }
+
+    #[test]
+    fn a_permanent_failure_outranks_a_transient_one() {
+        let p = pod(
+            json!({
+                "initContainerStatuses": [waiting("setup", "ErrImagePull", "failed to do request: Head \"https://r.io/v2/setup/manifests/v1\": dial tcp 10.0.0.1:443: connect: connection refused")],
+                "containerStatuses": [waiting("main", "ImagePullBackOff", &format!("Back-off pulling image \"r.io/app:nope\": ErrImagePull: {NOT_FOUND}"))],
+            }),
+            json!({}),
+        );
+        let failure = finding(&p).unwrap().failure.unwrap();
+        assert_eq!(failure.container, "main");
+        assert_eq!(failure.classification.verdict, Some(Verdict::NotFound));
+    }
+
+    #[test]
+    fn marker_skip_and_deletion_are_read() {
+        let mut p = pod(
+            json!({
+                "containerStatuses": [waiting("main", "ErrImagePull", NOT_FOUND)],
+                "conditions": [{"type": CONDITION_TYPE, "status": "True", "reason": "NotFound"}],
+            }),
+            json!({"deletionTimestamp": "2026-12-01T12:00:00Z", "annotations": {"pullcheck.io/skip": "true"}}),
+        );
+        let f = finding(&p).unwrap();
+        assert!(f.marked && f.terminating && f.skipped);
+        p["metadata"]["ownerReferences"] = json!([]);
+        assert_eq!(finding(&p).unwrap().owner, Owner::BarePod);
+        p["status"] = json!({"containerStatuses": [waiting("main", "ContainerCreating", "")]});
+        assert_eq!(finding(&p).unwrap().failure, None);
+        assert_eq!(finding(&json!({"metadata": {"name": "x"}})), None);
+    }
+}
