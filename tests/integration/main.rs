@@ -9,6 +9,7 @@ mod cli_write_errors;
 mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;
+mod ecr_provider;
 mod harness_selftest;
 mod help;
 mod hostile;

@@ -21,6 +21,7 @@
 //!   that a test may `stop()`, `pause()` or `resume()`; it is killed on Drop.
 //! * Every child process gets `PR_SET_PDEATHSIG=SIGKILL`.
 
+pub mod ecr_api;
 pub mod hostile_server;
 pub mod http;
 pub mod images;
