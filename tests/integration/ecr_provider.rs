@@ -313,4 +313,24 @@ fn proxy_endpoint_is_not_what_keys_the_answer() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, response(host, Some("6h0m0s"), "AWS", "ecr-pw-6"));
+    assert_calls(&api, vec![call("us-east-1")]);
+}
+
+#[test]
+#[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
+fn the_auth_key_is_the_image_host_without_its_port() {
+    let api = EcrApi::start(Answer::token(
+        "AWS",
+        "ecr-pw-7",
+        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
+    ));
+    let r = run(
+        &api,
+        EndpointVar::Ecr,
+        &v1_request(&format!("{HOST}:443/team/app:v1")),
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, response(HOST, Some("6h0m0s"), "AWS", "ecr-pw-7"));
+    assert_calls(&api, vec![call("us-east-1")]);
 }
