@@ -11,7 +11,7 @@
 //! ONE write: with the head and the body written separately (`Out::reply`), about one run
 //! in five of the parallel suite saw the provider's Go client drop the connection right
 //! after the head and retry the call 1.5 s later (`Amz-Sdk-Request: attempt=2`), which
-//! made the call counts flaky.
+//! made the call counts flaky (cause not found; docs/credential-providers.md).
 //!
 //! ```ignore
 //! let api = EcrApi::start(Answer::token("AWS", "pw", Expiry::In(Duration::from_secs(3600))));
