@@ -136,46 +136,46 @@ fn response(host: &str, cache_duration: Option<&str>, user: &str, password: &str
 // and the provider's clock reading.
 const TWELVE_HOURS_AND_A_SECOND: Duration = Duration::from_secs(12 * 3600 + 1);
 
+/// A stand-in answering `AWS:<password>`, valid for 12 h (and a second).
+fn fresh_token_api(password: &str) -> EcrApi {
+    EcrApi::start(Answer::token(
+        "AWS",
+        password,
+        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
+    ))
+}
+
+/// The v1 request for `<host>/team/app:v1`.
+fn image_request(host: &str) -> String {
+    v1_request(&format!("{host}/team/app:v1"))
+}
+
+/// Exit 0 and exactly `response(key, cache_duration, "AWS", password)` on stdout.
+fn assert_answered(r: &Run, key: &str, cache_duration: Option<&str>, password: &str) {
+    assert_eq!(r.code, 0, "{key}: {}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        response(key, cache_duration, "AWS", password),
+        "{key}: {}",
+        r.stderr
+    );
+}
+
 #[test]
 #[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
 fn answers_registry_keyed_auth_for_half_the_token_lifetime() {
-    let api = EcrApi::start(Answer::token(
-        "AWS",
-        "ecr-pw-1",
-        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
-    ));
-    let r = run(
-        &api,
-        EndpointVar::Ecr,
-        &v1_request(&format!("{HOST}/team/app:v1")),
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(
-        r.stdout,
-        response(HOST, Some("6h0m0s"), "AWS", "ecr-pw-1"),
-        "{}",
-        r.stderr
-    );
+    let api = fresh_token_api("ecr-pw-1");
+    let r = run(&api, EndpointVar::Ecr, &image_request(HOST), &[]);
+    assert_answered(&r, HOST, Some("6h0m0s"), "ecr-pw-1");
     assert_calls(&api, vec![call("us-east-1")]);
 }
 
 #[test]
 #[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
 fn takes_the_generic_aws_endpoint_url_too() {
-    let api = EcrApi::start(Answer::token(
-        "AWS",
-        "ecr-pw-2",
-        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
-    ));
-    let r = run(
-        &api,
-        EndpointVar::Global,
-        &v1_request(&format!("{HOST}/team/app:v1")),
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, response(HOST, Some("6h0m0s"), "AWS", "ecr-pw-2"));
+    let api = fresh_token_api("ecr-pw-2");
+    let r = run(&api, EndpointVar::Global, &image_request(HOST), &[]);
+    assert_answered(&r, HOST, Some("6h0m0s"), "ecr-pw-2");
     assert_calls(&api, vec![call("us-east-1")]);
 }
 
@@ -185,12 +185,7 @@ fn access_denied_exits_1_with_the_sdk_error_and_no_retry() {
     let denied = "User: arn:aws:iam::123456789012:user/ci is not authorized to perform: \
                   ecr:GetAuthorizationToken";
     let api = EcrApi::start(Answer::access_denied(denied));
-    let r = run(
-        &api,
-        EndpointVar::Ecr,
-        &v1_request(&format!("{HOST}/team/app:v1")),
-        &[],
-    );
+    let r = run(&api, EndpointVar::Ecr, &image_request(HOST), &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert_eq!(r.stdout, "");
     assert_eq!(
@@ -226,23 +221,10 @@ fn signs_for_the_region_in_the_image_host_else_aws_region() {
         ("registry.example.com", "ca-central-1"),
     ];
     for (host, region) in cases {
-        let api = EcrApi::start(Answer::token(
-            "AWS",
-            "ecr-pw-3",
-            Expiry::In(TWELVE_HOURS_AND_A_SECOND),
-        ));
-        let r = run(
-            &api,
-            EndpointVar::Ecr,
-            &v1_request(&format!("{host}/team/app:v1")),
-            &[("AWS_REGION", "ca-central-1")],
-        );
-        assert_eq!(r.code, 0, "{host}: {}", r.stderr);
-        assert_eq!(
-            r.stdout,
-            response(host, Some("6h0m0s"), "AWS", "ecr-pw-3"),
-            "{host}"
-        );
+        let api = fresh_token_api("ecr-pw-3");
+        let env = [("AWS_REGION", "ca-central-1")];
+        let r = run(&api, EndpointVar::Ecr, &image_request(host), &env);
+        assert_answered(&r, host, Some("6h0m0s"), "ecr-pw-3");
         assert_calls(&api, vec![call(region)]);
     }
 }
@@ -250,37 +232,27 @@ fn signs_for_the_region_in_the_image_host_else_aws_region() {
 #[test]
 #[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
 fn cache_duration_is_0s_without_expiry_and_left_out_when_expired() {
-    let image = v1_request(&format!("{HOST}/team/app:v1"));
     let api = EcrApi::start(Answer::token("AWS", "ecr-pw-4", Expiry::Absent));
-    let r = run(&api, EndpointVar::Ecr, &image, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, response(HOST, Some("0s"), "AWS", "ecr-pw-4"));
+    let r = run(&api, EndpointVar::Ecr, &image_request(HOST), &[]);
+    assert_answered(&r, HOST, Some("0s"), "ecr-pw-4");
 
-    api.set_answer(Answer::token(
-        "AWS",
-        "ecr-pw-5",
-        Expiry::Ago(Duration::from_secs(60)),
-    ));
-    let r = run(&api, EndpointVar::Ecr, &image, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, response(HOST, None, "AWS", "ecr-pw-5"));
+    let expired = Expiry::Ago(Duration::from_secs(60));
+    api.set_answer(Answer::token("AWS", "ecr-pw-5", expired));
+    let r = run(&api, EndpointVar::Ecr, &image_request(HOST), &[]);
+    assert_answered(&r, HOST, None, "ecr-pw-5");
     assert_calls(&api, vec![call("us-east-1"), call("us-east-1")]);
 }
 
 #[test]
 #[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
 fn refuses_other_api_versions_before_calling_aws() {
-    let api = EcrApi::start(Answer::token("AWS", "unused", Expiry::Absent));
+    let api = fresh_token_api("unused");
     for version in [
         "credentialprovider.kubelet.k8s.io/v1beta1",
         "credentialprovider.kubelet.k8s.io/v1alpha1",
     ] {
-        let r = run(
-            &api,
-            EndpointVar::Ecr,
-            &request(version, &format!("{HOST}/team/app:v1")),
-            &[],
-        );
+        let stdin = request(version, &format!("{HOST}/team/app:v1"));
+        let r = run(&api, EndpointVar::Ecr, &stdin, &[]);
         assert_eq!(r.code, 1, "{}", r.stderr);
         assert_eq!(r.stdout, "");
         assert_eq!(
@@ -300,37 +272,22 @@ fn proxy_endpoint_is_not_what_keys_the_answer() {
     // `auth` by the image's host regardless, even for another account's registry.
     let host = "210987654321.dkr.ecr.us-east-1.amazonaws.com";
     assert_ne!(&host[..12], ACCOUNT);
-    let api = EcrApi::start(Answer::token(
-        "AWS",
-        "ecr-pw-6",
-        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
-    ));
-    let r = run(
-        &api,
-        EndpointVar::Ecr,
-        &v1_request(&format!("{host}/team/app:v1")),
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, response(host, Some("6h0m0s"), "AWS", "ecr-pw-6"));
+    let api = fresh_token_api("ecr-pw-6");
+    let r = run(&api, EndpointVar::Ecr, &image_request(host), &[]);
+    assert_answered(&r, host, Some("6h0m0s"), "ecr-pw-6");
     assert_calls(&api, vec![call("us-east-1")]);
 }
 
 #[test]
 #[ignore = "needs the real ecr-credential-provider: run scripts/provider-e2e.sh"]
 fn the_auth_key_is_the_image_host_without_its_port() {
-    let api = EcrApi::start(Answer::token(
-        "AWS",
-        "ecr-pw-7",
-        Expiry::In(TWELVE_HOURS_AND_A_SECOND),
-    ));
+    let api = fresh_token_api("ecr-pw-7");
     let r = run(
         &api,
         EndpointVar::Ecr,
-        &v1_request(&format!("{HOST}:443/team/app:v1")),
+        &image_request(&format!("{HOST}:443")),
         &[],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, response(HOST, Some("6h0m0s"), "AWS", "ecr-pw-7"));
+    assert_answered(&r, HOST, Some("6h0m0s"), "ecr-pw-7");
     assert_calls(&api, vec![call("us-east-1")]);
 }
