@@ -1,7 +1,8 @@
 //! A scripted, deliberately hostile HTTP/1.1 server (plain or TLS) on loopback (or on the
 //! address and name a [`Bind`] gives, `Server::start_on`), for the
 //! hostile-registry suite (`hostile.rs`); the well-behaved scripted server with canned
-//! replies is `scripted_server.rs`.
+//! replies is `scripted_server.rs`. `ecr_api.rs` also speaks through this one, politely:
+//! it needs each request's headers and a POST body read off a kept-alive connection.
 //!
 //! A real registry (distribution, Harbor, Zot, …) can't be made to misbehave on purpose:
 //! it won't trickle its headers, stream a body that never ends, lie in

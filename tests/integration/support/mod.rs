@@ -23,6 +23,7 @@
 //! * Everything listens on 127.0.0.1; `named.rs` puts servers on other addresses and host
 //!   names inside the network namespace of `scripts/netns-test.sh`.
 
+pub mod ecr_api;
 pub mod hostile_server;
 pub mod http;
 pub mod images;
