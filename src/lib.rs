@@ -18,7 +18,5 @@ pub mod reference;
 pub mod registry;
 mod report;
 pub mod verdict;
-// The controller that calls it is not written yet; until then only its tests use it.
-#[allow(dead_code)]
 pub(crate) mod watch;
 pub mod webhook;

@@ -289,3 +289,50 @@ registry share connections (HTTP/2 where the registry speaks it)."
     )]
     pub concurrency: usize,
 }
+
+/// Where the Kubernetes API is (`webhook`, `watch`).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct ApiServerArgs {
+    /// Kubernetes API URL (default: in-cluster from KUBERNETES_SERVICE_HOST).
+    #[arg(
+        long = "apiserver",
+        value_name = "URL",
+        help_heading = "Kubernetes API",
+        long_help = "Base URL of the Kubernetes API, for reading (the webhook: Secrets and ServiceAccounts; the watch: pods). Default: in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount token and CA). Without either, the webhook checks images without namespace pull secrets and the watch can't run."
+    )]
+    pub apiserver: Option<String>,
+
+    /// Bearer token file for --apiserver.
+    #[arg(
+        long = "apiserver-token-file",
+        value_name = "FILE",
+        requires = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "File holding the bearer token for --apiserver; re-read on every request (projected tokens rotate)."
+    )]
+    pub apiserver_token_file: Option<PathBuf>,
+
+    /// CA file for --apiserver.
+    #[arg(
+        long = "apiserver-ca-file",
+        value_name = "FILE",
+        requires = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "PEM CA bundle that signed --apiserver's certificate (default: the Mozilla roots)."
+    )]
+    pub apiserver_ca_file: Option<PathBuf>,
+}
+
+impl ApiServerArgs {
+    /// `--apiserver`, else in-cluster, else none.
+    pub(crate) fn apiserver(&self) -> Option<crate::apiserver::ApiServer> {
+        match &self.apiserver {
+            Some(url) => Some(crate::apiserver::ApiServer {
+                url: url.clone(),
+                token_file: self.apiserver_token_file.clone(),
+                ca_file: self.apiserver_ca_file.clone(),
+            }),
+            None => crate::apiserver::in_cluster(),
+        }
+    }
+}

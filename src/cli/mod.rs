@@ -10,6 +10,7 @@ pub(crate) mod lint;
 pub(crate) mod plan;
 pub(crate) mod plugin;
 pub(crate) mod scan;
+pub(crate) mod watch;
 pub(crate) mod webhook;
 
 use std::io::Write as _;
@@ -79,6 +80,8 @@ pub(crate) enum Command {
     Lint(lint::LintArgs),
     /// Serve the admission webhook (validate and mutate workloads).
     Webhook(Box<webhook::WebhookArgs>),
+    /// Fail Jobs whose pods the kubelet can't pull images for (a controller).
+    Watch(Box<watch::WatchArgs>),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.
@@ -145,6 +148,7 @@ pub fn run() -> ExitCode {
         Command::Inject(a) => inject::run(a),
         Command::Lint(a) => lint::run(a),
         Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
+        Command::Watch(a) => runtime().and_then(|rt| rt.block_on(watch::run(*a))),
     };
     match result {
         Ok(c) => ExitCode::from(c),

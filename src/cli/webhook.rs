@@ -14,8 +14,7 @@ use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_ima
 use crate::platform::Platform;
 use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
 use crate::verdict::code;
-use crate::webhook::cluster::in_cluster;
-use crate::webhook::config::{ApiServer, CacheConfig, Config, Mode};
+use crate::webhook::config::{CacheConfig, Config, Mode};
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -214,34 +213,8 @@ link-local literals and the API server stay refused."
     )]
     pub allow_loopback_registries: bool,
 
-    /// Kubernetes API URL (default: in-cluster from KUBERNETES_SERVICE_HOST).
-    #[arg(
-        long = "apiserver",
-        value_name = "URL",
-        help_heading = "Kubernetes API",
-        long_help = "Base URL of the Kubernetes API, for reading Secrets and ServiceAccounts. Default: in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount token and CA). Without either, images are checked without namespace pull secrets."
-    )]
-    pub apiserver: Option<String>,
-
-    /// Bearer token file for --apiserver.
-    #[arg(
-        long = "apiserver-token-file",
-        value_name = "FILE",
-        requires = "apiserver",
-        help_heading = "Kubernetes API",
-        long_help = "File holding the bearer token for --apiserver; re-read on every request (projected tokens rotate)."
-    )]
-    pub apiserver_token_file: Option<PathBuf>,
-
-    /// CA file for --apiserver.
-    #[arg(
-        long = "apiserver-ca-file",
-        value_name = "FILE",
-        requires = "apiserver",
-        help_heading = "Kubernetes API",
-        long_help = "PEM CA bundle that signed --apiserver's certificate (default: the Mozilla roots)."
-    )]
-    pub apiserver_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub api: super::args::ApiServerArgs,
 
     #[command(flatten)]
     pub registry: super::args::RegistryArgs,
@@ -308,18 +281,6 @@ link-local literals and the API server stay refused."
 }
 
 impl WebhookArgs {
-    /// The API server to read pull secrets from: `--apiserver`, else in-cluster, else none.
-    fn apiserver(&self) -> Option<ApiServer> {
-        match &self.apiserver {
-            Some(url) => Some(ApiServer {
-                url: url.clone(),
-                token_file: self.apiserver_token_file.clone(),
-                ca_file: self.apiserver_ca_file.clone(),
-            }),
-            None => in_cluster(),
-        }
-    }
-
     /// The validated configuration.
     pub(crate) fn config(&self) -> Result<Config, UsageError> {
         let budget = seconds("--budget", self.budget, 30.0)?;
@@ -361,7 +322,7 @@ impl WebhookArgs {
             inject,
             pin_digests: self.pin_digests,
             table,
-            apiserver: self.apiserver(),
+            apiserver: self.api.apiserver(),
             cache: CacheConfig {
                 positive_ttl: seconds("--cache-positive-ttl", self.cache_positive_ttl, 86_400.0)?,
                 negative_ttl: seconds("--cache-negative-ttl", self.cache_negative_ttl, 86_400.0)?,

@@ -190,7 +190,13 @@ impl WatchApi {
                 url.query_pairs_mut().append_pair("continue", c);
             }
             let resp = self
-                .send("LIST", reqwest::Method::GET, url, None, Some(REQUEST_TIMEOUT))
+                .send(
+                    "LIST",
+                    reqwest::Method::GET,
+                    url,
+                    None,
+                    Some(REQUEST_TIMEOUT),
+                )
                 .await?;
             let mut page = Self::json("LIST", resp, &[200]).await?;
             if let Some(Value::Array(items)) = page.get_mut("items").map(Value::take) {
@@ -248,7 +254,13 @@ impl WatchApi {
     ) -> Result<Option<serde_json::Map<String, Value>>, ApiError> {
         let url = self.api.url(&["api", "v1", "namespaces", name]);
         let resp = self
-            .send("GET", reqwest::Method::GET, url, None, Some(REQUEST_TIMEOUT))
+            .send(
+                "GET",
+                reqwest::Method::GET,
+                url,
+                None,
+                Some(REQUEST_TIMEOUT),
+            )
             .await?;
         if resp.status().as_u16() == 404 {
             return Ok(None);
@@ -516,7 +528,7 @@ mod tests {
     fn timestamps() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_131_354);
-        assert_eq!(rfc3339(t), "2026-12-01T14:02:34Z");
+        assert_eq!(rfc3339(t), "2026-12-01T13:22:34Z");
         let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
     }
@@ -535,8 +547,10 @@ mod tests {
             parse_event(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}"#),
             Err(WatchError::Expired)
         ));
-        let e = parse_event(br#"{"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd down"}}"#)
-            .unwrap_err();
+        let e = parse_event(
+            br#"{"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd down"}}"#,
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "WATCH pods: HTTP 500: etcd down");
         assert_eq!(
             parse_event(b"garbage").unwrap_err().to_string(),

@@ -57,12 +57,9 @@ pub(crate) fn finding(pod: &Value) -> Option<Finding> {
         .into_iter()
         .flatten()
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
-    let owner = Owner::from_controller(controller.and_then(|r| {
-        Some((
-            r.get("apiVersion")?.as_str()?,
-            r.get("kind")?.as_str()?,
-        ))
-    }));
+    let owner = Owner::from_controller(
+        controller.and_then(|r| Some((r.get("apiVersion")?.as_str()?, r.get("kind")?.as_str()?))),
+    );
     let owner_object = controller.map(|r| {
         serde_json::json!({
             "apiVersion": r.get("apiVersion"),
@@ -134,10 +131,7 @@ fn worst_failure(pod: &Value) -> Option<Failure> {
                 continue;
             };
             let reason = waiting.get("reason").and_then(Value::as_str).unwrap_or("");
-            let message = waiting
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let message = waiting.get("message").and_then(Value::as_str).unwrap_or("");
             let classification = classify(reason, message);
             if classification.reason.is_none() {
                 continue;
@@ -148,7 +142,12 @@ fn worst_failure(pod: &Value) -> Option<Failure> {
                 .unwrap_or_default()
                 .to_string();
             let image = spec_image(&container)
-                .or_else(|| status.get("image").and_then(Value::as_str).map(str::to_string))
+                .or_else(|| {
+                    status
+                        .get("image")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
                 .unwrap_or_default();
             let candidate = Failure {
                 container,
@@ -233,7 +232,9 @@ mod tests {
         assert_eq!(f.owner, Owner::Job);
         assert_eq!(
             f.owner_object,
-            Some(json!({"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1", "namespace": "team"}))
+            Some(
+                json!({"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1", "namespace": "team"})
+            )
         );
         let failure = f.failure.unwrap();
         assert_eq!(failure.container, "main");

@@ -25,8 +25,8 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::metrics::Metrics;
+pub(crate) use crate::apiserver::ClusterError;
 use crate::apiserver::{ApiClient, ApiServer, error_chain};
-pub(crate) use crate::apiserver::{ClusterError, in_cluster};
 use futures_util::future::BoxFuture;
 
 use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};

@@ -223,7 +223,7 @@ async fn reload_loop(state: Shared, tls: RustlsConfig, mut current: (Vec<u8>, Ve
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,
