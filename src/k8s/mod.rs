@@ -17,6 +17,11 @@ pub(crate) mod policy;
 pub mod templates;
 pub mod yaml;
 
+/// The pod condition `pullcheck watch` sets on a pod the kubelet can't pull an image for,
+/// before deleting it; the podFailurePolicy rule [`policy::pullcheck_rules`] puts first
+/// matches it (`onPodConditions`), so such a pod fails its Job at once.
+pub(crate) const IMAGE_PULL_FAILED_CONDITION: &str = "pullcheck.io/ImagePullFailed";
+
 /// The advised limit for one admission warning, in characters (kube-core
 /// `AdmissionResponse::warnings`). Lint findings stay within it too: the webhook returns them
 /// as warnings.

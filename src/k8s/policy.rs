@@ -29,7 +29,13 @@ pub(crate) fn transient_code() -> u8 {
     Verdict::Transient.exit_code()
 }
 
-/// The two rules pullcheck owns: permanent codes → FailJob, transient → Count (or Ignore).
+/// The rules pullcheck owns, in order: `pullcheck watch`'s pod condition → FailJob,
+/// permanent codes → FailJob, transient → Count (or Ignore).
+///
+/// The condition rule comes first: rules are first-match, and the kubelet gives the
+/// containers of a pod deleted before they started exit code 137, which a user's own
+/// exit-code rule further down could match (kubernetes `pkg/controller/job/pod_failure_policy.go`
+/// `matchPodFailurePolicy`).
 pub(crate) fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
     let action = match transient {
         // With restart rules the kubelet retries code 20 in place; a pod still failing with
@@ -39,6 +45,7 @@ pub(crate) fn pullcheck_rules(transient: TransientAction) -> Vec<Value> {
     };
     let on = |codes: Vec<u8>| json!({"containerName": CONTAINER_NAME, "operator": "In", "values": codes});
     vec![
+        json!({"action": "FailJob", "onPodConditions": [{"type": super::IMAGE_PULL_FAILED_CONDITION, "status": "True"}]}),
         json!({"action": "FailJob", "onExitCodes": on(permanent_codes())}),
         json!({"action": action, "onExitCodes": on(vec![transient_code()])}),
     ]
@@ -83,11 +90,22 @@ pub(super) fn unbounded_restarts(obj: &Value, injected: &[PodTemplateRef]) -> Ve
         .collect()
 }
 
-/// True for a rule keyed on the pullcheck container (one that `inject` owns and rewrites).
+/// True for a rule `inject` owns and rewrites: keyed on the pullcheck container, or on
+/// `pullcheck watch`'s pod condition.
 pub(crate) fn is_pullcheck_rule(rule: &Value) -> bool {
-    rule.pointer("/onExitCodes/containerName")
+    let on_container = rule
+        .pointer("/onExitCodes/containerName")
         .and_then(Value::as_str)
-        == Some(CONTAINER_NAME)
+        == Some(CONTAINER_NAME);
+    let on_condition = rule
+        .get("onPodConditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(super::IMAGE_PULL_FAILED_CONDITION)
+            })
+        });
+    on_container || on_condition
 }
 
 /// True when a podFailurePolicy sends every permanent pullcheck code to FailJob.

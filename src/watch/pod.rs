@@ -12,7 +12,7 @@ use crate::verdict::Verdict;
 /// The pod condition the watch sets before it deletes a pod: the marker that makes every
 /// replica and every restart act on a pod once, and what a Job's `podFailurePolicy`
 /// `onPodConditions` rule matches (`k8s::policy::pullcheck_rules` puts that rule first).
-pub(crate) const CONDITION_TYPE: &str = "pullcheck.io/ImagePullFailed";
+pub(crate) const CONDITION_TYPE: &str = crate::k8s::IMAGE_PULL_FAILED_CONDITION;
 
 /// One container's pull failure.
 #[derive(Debug, Clone, PartialEq, Eq)]

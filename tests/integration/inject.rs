@@ -49,6 +49,11 @@ spec:
       - {name: model, image: {reference: 'reg.example/model:7', pullPolicy: IfNotPresent}}
 ";
 
+/// The rule for `pullcheck watch`'s pod condition, which inject puts first.
+static WATCH_RULE: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"action": "FailJob", "onPodConditions": [{"type": "pullcheck.io/ImagePullFailed", "status": "True"}]}),
+);
+
 #[test]
 fn container_is_first_with_every_pullable_image_once_and_the_exact_fields() {
     let mut v = doc(JOB);
@@ -121,7 +126,9 @@ fn pod_failure_policy_rules_are_exact_and_merged_in_front_without_duplicates() {
     v["spec"]["podFailurePolicy"] = json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]});
     run(&mut v, &fail_fast());
     let rule = |action: &str, codes: Value| json!({"action": action, "onExitCodes": {"containerName": "pullcheck", "operator": "In", "values": codes}});
-    let want = json!([rule("FailJob", json!([10, 11, 12, 13, 14])), rule("Count", json!([20])),
+    // The watch's condition rule first: a deleted pod's containers end with 137, which a
+    // user's exit-code rule could otherwise match first.
+    let want = json!([WATCH_RULE.clone(), rule("FailJob", json!([10, 11, 12, 13, 14])), rule("Count", json!([20])),
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]);
     assert_eq!(v["spec"]["podFailurePolicy"]["rules"], want);
     run(&mut v, &fail_fast());
@@ -139,7 +146,7 @@ fn pod_failure_policy_rules_are_exact_and_merged_in_front_without_duplicates() {
         },
     );
     assert_eq!(
-        ignore["spec"]["podFailurePolicy"]["rules"][1]["action"],
+        ignore["spec"]["podFailurePolicy"]["rules"][2]["action"],
         "Ignore"
     );
     assert_eq!(w, vec![("/spec".to_string(), "transient code 20 ignored and no activeDeadlineSeconds: a registry outage retries forever".to_string())]);
@@ -178,7 +185,7 @@ fn more_than_twenty_rules_leaves_the_policy_alone_with_a_warning() {
         w,
         vec![(
             "/spec/podFailurePolicy".into(),
-            "podFailurePolicy would have 21 rules (max 20): left unchanged".into()
+            "podFailurePolicy would have 22 rules (max 20): left unchanged".into()
         )]
     );
 }
@@ -218,7 +225,7 @@ fn cronjob_and_jobset_get_the_policy_on_each_job_spec() {
     let mut v = doc(js);
     let w = run(&mut v, &fail_fast());
     assert_eq!(
-        v.pointer("/spec/replicatedJobs/0/template/spec/podFailurePolicy/rules/1/action")
+        v.pointer("/spec/replicatedJobs/0/template/spec/podFailurePolicy/rules/2/action")
             .unwrap(),
         "Count"
     );
@@ -527,6 +534,7 @@ fn transient_restart_puts_a_restart_rule_on_the_init_container_and_keeps_count()
     assert_eq!(
         v["spec"]["podFailurePolicy"]["rules"],
         json!([
+            WATCH_RULE.clone(),
             rule("FailJob", json!([10, 11, 12, 13, 14])),
             rule("Count", json!([20]))
         ])

@@ -143,8 +143,14 @@ fn built_in_examples_deserialize_into_k8s_openapi_types() {
         assert_eq!(pod.init_containers.unwrap()[0].name, "pullcheck", "{name}");
         let rules = spec.pod_failure_policy.unwrap().rules;
         assert_eq!(rules[0].action, "FailJob", "{name}");
+        let condition = &rules[0].on_pod_conditions.as_ref().unwrap()[0];
         assert_eq!(
-            rules[0].on_exit_codes.as_ref().unwrap().values,
+            (condition.type_.as_str(), condition.status.as_str()),
+            ("pullcheck.io/ImagePullFailed", "True")
+        );
+        assert_eq!(rules[1].action, "FailJob", "{name}");
+        assert_eq!(
+            rules[1].on_exit_codes.as_ref().unwrap().values,
             vec![10, 11, 12, 13, 14]
         );
     }
