@@ -85,6 +85,13 @@ LINT_SETS = {
     "prePull + serviceMonitor": ["--set", "prePull.enabled=true", "--set", "serviceMonitor.enabled=true"],
     "webhook disabled": ["--set", "webhook.enabled=false"],
     "url mode": ["--set", "webhook.url=https://127.0.0.1:8443"],
+    "credential providers with token requests": [
+        "--set", "credentialProviders.enabled=true", "--set", "credentialProviders.config=providers: []",
+        "--set", "credentialProviders.pluginImage.repository=example.com/plugins",
+        "--set", "credentialProviders.pluginImage.tag=v1",
+        "--set", "credentialProviders.tokenRequests.enabled=true",
+        "--set", "credentialProviders.tokenRequests.namespaces={team-a}",
+        "--set", "credentialProviders.tokenRequests.audiences={sts.amazonaws.com}"],
 }
 for name, extra in LINT_SETS.items():
     r = helm("lint", "--strict", CHART, "--namespace", NS, *extra)
@@ -313,6 +320,167 @@ if len(cms) == 2:
     rules = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["rules"]
     check("extraKinds add a rule", {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayjobs"],
                                     "operations": ["CREATE"], "scope": "Namespaced"} in rules, rules)
+
+# ---- credential providers ------------------------------------------------------------
+spec = one(render(), "Deployment")["spec"]["template"]["spec"]
+args = spec["containers"][0]["args"]
+check("credential providers off by default: no init container, no provider flags",
+      "initContainers" not in spec and not any("credential-provider" in a or a == "--provider-token-requests"
+                                               for a in args), args)
+
+PROVIDER_CONFIG = """apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: ecr-credential-provider
+    matchImages: ["*.dkr.ecr.*.amazonaws.com"]
+    defaultCacheDuration: 12h
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+"""
+
+
+def providers(**extra):
+    """Values with credentialProviders on (plugin image example.com/plugins:v1), merged
+    with `extra` (credentialProviders keys)."""
+    cp = {"enabled": True, "config": PROVIDER_CONFIG,
+          "pluginImage": {"repository": "example.com/plugins", "tag": "v1"}}
+    cp.update(extra)
+    return {"credentialProviders": cp}
+
+
+def render_values(values, *args, expect_error=None):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as vf:
+        json.dump(values, vf)
+        vf.flush()
+        return render("-f", vf.name, *args, expect_error=expect_error)
+
+
+docs = render_values(providers(files={"azure.json": '{"cloud": "AzurePublicCloud"}\n'})) or []
+k = kinds(docs)
+cm = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "pc-pullcheck-credential-providers"]
+check("providers: a ConfigMap holding the config and the extra files", len(cm) == 1
+      and cm[0]["data"] == {"config.yaml": PROVIDER_CONFIG, "azure.json": '{"cloud": "AzurePublicCloud"}\n'},
+      cm and cm[0]["data"])
+check("providers without token requests: no Role, RoleBinding or policy", not ({"Role", "RoleBinding",
+      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} & set(k)), k)
+dep = one(docs, "Deployment")
+spec = dep["spec"]["template"]["spec"]
+inits = spec.get("initContainers", [])
+check("providers: one copy init container of the plugin image", len(inits) == 1
+      and inits[0]["name"] == "credential-provider-plugins" and inits[0]["image"] == "example.com/plugins:v1"
+      and inits[0]["imagePullPolicy"] == "IfNotPresent", inits)
+init = inits[0] if inits else {}
+check("providers: default copy command copies pluginPath's content into the emptyDir",
+      init.get("command") == ["cp", "-a", "/plugins/.", "/credential-providers/bin/"], init.get("command"))
+check("providers: the init container mounts the emptyDir writable",
+      init.get("volumeMounts") == [{"name": "credential-provider-bin", "mountPath": "/credential-providers/bin"}],
+      init.get("volumeMounts"))
+isc = init.get("securityContext", {})
+check("providers: the init container is restricted too", isc.get("readOnlyRootFilesystem") is True
+      and isc.get("allowPrivilegeEscalation") is False and isc.get("runAsNonRoot") is True
+      and isc.get("capabilities") == {"drop": ["ALL"]}, isc)
+vols = {v["name"]: v for v in spec["volumes"]}
+check("providers: bin dir is an emptyDir, config from the ConfigMap",
+      vols.get("credential-provider-bin") == {"name": "credential-provider-bin", "emptyDir": {}}
+      and vols.get("credential-providers", {}).get("configMap", {}).get("name") == "pc-pullcheck-credential-providers",
+      vols)
+mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+check("providers: the webhook mounts the config and the bin dir read-only",
+      mounts.get("credential-providers") == {"name": "credential-providers", "readOnly": True,
+                                             "mountPath": "/etc/pullcheck/credential-providers"}
+      and mounts.get("credential-provider-bin") == {"name": "credential-provider-bin", "readOnly": True,
+                                                    "mountPath": "/credential-providers/bin"}, mounts)
+args = spec["containers"][0]["args"]
+check("providers: --image-credential-provider-config and -bin-dir passed, no token requests",
+      "--image-credential-provider-config=/etc/pullcheck/credential-providers/config.yaml" in args
+      and "--image-credential-provider-bin-dir=/credential-providers/bin" in args
+      and "--provider-token-requests" not in args, args)
+checksum = dep["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+other = render_values(providers(config=PROVIDER_CONFIG + "  # changed\n")) or []
+check("providers: a config change rolls the pods (checksum/config)",
+      one(other, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != checksum)
+
+docs = render_values(providers(pluginPath="/opt/bin/", pluginImage={
+    "repository": "example.com/plugins", "digest": "sha256:" + "a" * 64, "pullPolicy": "Always"})) or []
+init = one(docs, "Deployment")["spec"]["template"]["spec"]["initContainers"][0]
+check("providers: pluginPath and a digest-pinned image",
+      init["command"] == ["cp", "-a", "/opt/bin/.", "/credential-providers/bin/"]
+      and init["image"] == "example.com/plugins@sha256:" + "a" * 64 and init["imagePullPolicy"] == "Always", init)
+docs = render_values(providers(copyCommand=["/busybox", "cp", "/plugins/ecr-credential-provider",
+                                            "/credential-providers/bin/"])) or []
+init = one(docs, "Deployment")["spec"]["template"]["spec"]["initContainers"][0]
+check("providers: copyCommand overrides the copy",
+      init["command"] == ["/busybox", "cp", "/plugins/ecr-credential-provider", "/credential-providers/bin/"],
+      init["command"])
+
+TOKENS = {"enabled": True, "namespaces": ["team-a", "team-b", "team-a"],
+          "audiences": ["sts.amazonaws.com", "pullcheck-test-audience"]}
+docs = render_values(providers(tokenRequests=TOKENS)) or []
+k = kinds(docs)
+roles = [d for d in docs if d["kind"] == "Role"]
+check("token requests: one Role per listed namespace (duplicates once)",
+      sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"], roles)
+check("token requests: the Role creates serviceaccounts/token only",
+      all(r["rules"] == [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]
+          and r["metadata"]["name"] == "pc-pullcheck-provider-tokens" for r in roles), roles)
+rbs = [d for d in docs if d["kind"] == "RoleBinding"]
+check("token requests: a RoleBinding per namespace, Role to the webhook's ServiceAccount",
+      sorted(r["metadata"]["namespace"] for r in rbs) == ["team-a", "team-b"]
+      and all(r["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                               "name": "pc-pullcheck-provider-tokens"}
+              and r["subjects"] == [{"kind": "ServiceAccount", "name": "pc-pullcheck", "namespace": NS}]
+              for r in rbs), rbs)
+check("token requests: no ClusterRole grants tokens",
+      k.get("ClusterRole") == 1 and one(docs, "ClusterRole")["rules"]
+      == [{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}], k)
+vap = one(docs, "ValidatingAdmissionPolicy")["spec"]
+check("token requests: the policy matches TokenRequest creation, fails closed",
+      vap["failurePolicy"] == "Fail" and vap["matchConstraints"]["resourceRules"]
+      == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["serviceaccounts/token"]}],
+      vap)
+check("token requests: the policy applies to the webhook's ServiceAccount only",
+      vap["matchConditions"] == [{"name": "requested-by-pullcheck", "expression":
+                                  f'request.userInfo.username == "system:serviceaccount:{NS}:pc-pullcheck"'}],
+      vap["matchConditions"])
+check("token requests: the policy allows the listed audiences only, and no empty list",
+      vap["validations"][0]["expression"] == 'has(object.spec.audiences) && size(object.spec.audiences) > 0 && '
+      'object.spec.audiences.all(a, a in ["sts.amazonaws.com","pullcheck-test-audience"])'
+      and vap["validations"][0]["message"] == "pullcheck may request ServiceAccount tokens only for the audiences "
+      "in credentialProviders.tokenRequests.audiences (sts.amazonaws.com, pullcheck-test-audience)",
+      vap["validations"])
+check("token requests: the policy caps the token lifetime at the webhook's 600 s",
+      vap["validations"][1]["expression"] == "has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= 600",
+      vap["validations"])
+vapb = one(docs, "ValidatingAdmissionPolicyBinding")
+check("token requests: the policy is bound with Deny", vapb["spec"] == {
+    "policyName": "pc-pullcheck-provider-token-audiences", "validationActions": ["Deny"]}, vapb["spec"])
+args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+check("token requests: --provider-token-requests passed", "--provider-token-requests" in args, args)
+
+docs = render_values(providers(tokenRequests=TOKENS), "--set", "serviceAccount.name=pc-custom",
+                     "--set", "rbac.create=false") or []
+k = kinds(docs)
+check("token requests with rbac.create=false: the policy stays, no Role or RoleBinding",
+      k.get("ValidatingAdmissionPolicy") == 1 and "Role" not in k and "RoleBinding" not in k, k)
+check("token requests: the policy names serviceAccount.name",
+      one(docs, "ValidatingAdmissionPolicy")["spec"]["matchConditions"][0]["expression"]
+      == f'request.userInfo.username == "system:serviceaccount:{NS}:pc-custom"')
+
+for label, tr, err in (
+        ("without namespaces", {"enabled": True, "audiences": ["a"]},
+         "credentialProviders.tokenRequests.namespaces is empty"),
+        ("without audiences", {"enabled": True, "namespaces": ["team-a"]},
+         "credentialProviders.tokenRequests.audiences is empty")):
+    check(f"token requests {label} fails", render_values(providers(tokenRequests=tr), expect_error=err) is None)
+check("token requests without credentialProviders.enabled fails", render_values(
+    {"credentialProviders": {"tokenRequests": TOKENS}},
+    expect_error="credentialProviders.tokenRequests.enabled needs credentialProviders.enabled") is None)
+check("providers without a config fails", render_values(
+    providers(config=""), expect_error="credentialProviders.config is empty") is None)
+check("providers without a plugin image fails", render_values(
+    providers(pluginImage={"repository": ""}),
+    expect_error="credentialProviders.pluginImage.repository is empty") is None)
+check("schema rejects an unknown credentialProviders key", render_values(
+    providers(tokenRequest={"enabled": True}), expect_error="additional properties") is None)
 
 # ---- schema --------------------------------------------------------------------------
 check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)

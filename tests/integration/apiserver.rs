@@ -20,6 +20,9 @@
 //! 3. Install the PyTorchJob and JobSet CRDs from tests/data/crds.
 //!
 //! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
+//! `providers` runs more chart releases, with `credentialProviders` values, the same way.
+
+mod providers;
 
 use std::io::Write;
 use std::path::PathBuf;

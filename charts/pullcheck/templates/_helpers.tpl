@@ -240,3 +240,64 @@ port or IPv6 brackets): "registry:5000" → "registry_5000". */}}
 {{- define "pullcheck.hostKey" -}}
 {{- regexReplaceAll "[^-._a-zA-Z0-9]" . "_" }}
 {{- end }}
+
+{{/* Credential providers --------------------------------------------------------- */}}
+
+{{/* Where the plugins are run from: an emptyDir the copy init container fills. */}}
+{{- define "pullcheck.providerBinDir" -}}
+/credential-providers/bin
+{{- end }}
+
+{{/* Where the CredentialProviderConfig ConfigMap is mounted. */}}
+{{- define "pullcheck.providerConfigDir" -}}
+/etc/pullcheck/credential-providers
+{{- end }}
+
+{{/* Fails the render on inconsistent credentialProviders values; renders nothing. */}}
+{{- define "pullcheck.validateProviders" -}}
+{{- $c := .Values.credentialProviders }}
+{{- if $c.enabled }}
+{{- if not $c.config }}
+{{- fail "credentialProviders.config is empty: give the CredentialProviderConfig (as on the nodes, paths in args changed to the webhook pod's)" }}
+{{- end }}
+{{- if hasKey $c.files "config.yaml" }}
+{{- fail "credentialProviders.files: config.yaml is the name of the CredentialProviderConfig itself; pick another file name" }}
+{{- end }}
+{{- end }}
+{{- if $c.tokenRequests.enabled }}
+{{- if not $c.enabled }}
+{{- fail "credentialProviders.tokenRequests.enabled needs credentialProviders.enabled" }}
+{{- end }}
+{{- if not $c.tokenRequests.namespaces }}
+{{- fail "credentialProviders.tokenRequests.namespaces is empty: list the namespaces the webhook may request ServiceAccount tokens in" }}
+{{- end }}
+{{- if not $c.tokenRequests.audiences }}
+{{- fail "credentialProviders.tokenRequests.audiences is empty: list the serviceAccountTokenAudience of each token-mode provider" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pullcheck.pluginImage" -}}
+{{- $i := .Values.credentialProviders.pluginImage }}
+{{- $repo := required "credentialProviders.pluginImage.repository is empty: the image holding the plugin binaries" $i.repository }}
+{{- if $i.digest }}
+{{- printf "%s@%s" $repo $i.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (required "credentialProviders.pluginImage.tag (or .digest) is empty" $i.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The copy init container's command, as a JSON list. */}}
+{{- define "pullcheck.pluginCopyCommand" -}}
+{{- $c := .Values.credentialProviders }}
+{{- if $c.copyCommand }}
+{{- toJson $c.copyCommand }}
+{{- else }}
+{{- list "cp" "-a" (printf "%s/." (trimSuffix "/" $c.pluginPath)) (printf "%s/" (include "pullcheck.providerBinDir" .)) | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* The username the API server gives the webhook's ServiceAccount. */}}
+{{- define "pullcheck.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "pullcheck.serviceAccountName" .) }}
+{{- end }}
