@@ -53,7 +53,7 @@ targets=("$@")
 # Longest inputs worth trying, per target (libFuzzer's default is 4096).
 max_len() {
     case "$1" in
-        manifest_index|inject_yaml|docker_config|hosts_toml) echo 16384 ;;
+        manifest_index|inject_yaml|docker_config|hosts_toml|credential_provider) echo 16384 ;;
         *) echo 4096 ;;
     esac
 }

@@ -29,7 +29,7 @@ mod auth_file;
 pub mod docker_config;
 mod helper;
 pub(crate) mod keyring;
-pub(crate) mod provider;
+pub mod provider;
 mod pull_secrets;
 pub(crate) mod secret;
 mod user_auth;

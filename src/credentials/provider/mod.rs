@@ -40,7 +40,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
-#[cfg(test)]
 use config::ExecApi;
 pub(crate) use config::{ConfigError, ProviderSpec, TokenAttributes, TokenCacheType};
 pub(crate) use exec::{CacheKeyType, KUBELET_TIMEOUT, PluginError, PluginRunner};
@@ -477,6 +476,27 @@ fn cache_key(base: &str, sa_key: &str) -> String {
 /// The kubelet's `parseRegistry`: the image up to its first `/`.
 fn registry_of(image: &str) -> &str {
     image.split('/').next().unwrap_or(image)
+}
+
+/// The two decoders a user or a plugin feeds, for the fuzz target (`fuzz/fuzz_targets/
+/// credential_provider.rs`): a `CredentialProviderConfig` text and a plugin's stdout, each
+/// for every exec API version. Returns how many providers and auth entries decoded, or the
+/// one-line error; never panics.
+#[doc(hidden)]
+pub fn fuzz_decoders(
+    config: &str,
+    response: &[u8],
+) -> (Result<usize, String>, Vec<Result<usize, String>>) {
+    let specs = config::parse(config).map(|s| s.len());
+    let answers = [ExecApi::V1, ExecApi::V1beta1, ExecApi::V1alpha1]
+        .into_iter()
+        .map(|api| {
+            exec::decode("fuzz", api, response)
+                .map(|r| r.auth.iter().count())
+                .map_err(|e| e.to_string())
+        })
+        .collect();
+    (specs, answers)
 }
 
 #[cfg(test)]
