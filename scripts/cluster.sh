@@ -146,7 +146,10 @@ build_images() {
     # pushed by address: skopeo runs on the host, where the ECR name does not resolve
     OCI_PUSH_CREDS="AWS:$(cat "$STATE/ecr/password")" oci_push "$w/work-root" "$ECR_IP:443/$WORK_REF" "$wcfg"
   fi
-  # pullcheck's own scratch image (scripts/build-image.sh), from the static binary
+  # pullcheck's own scratch image (scripts/build-image.sh), from the static binary; not
+  # with PULLCHECK_CLUSTER_NO_PULLCHECK_IMAGE=1 (scripts/cluster/provider-parity.sh runs
+  # pullcheck on the host only, and a cold musl release build takes minutes)
+  [ -z "${PULLCHECK_CLUSTER_NO_PULLCHECK_IMAGE:-}" ] || { log "pullcheck image: skipped"; return 0; }
   local tdir=${CARGO_TARGET_DIR:-target}
   case $tdir in /*) ;; *) tdir=$ROOT/$tdir ;; esac
   local pc=$tdir/x86_64-unknown-linux-musl/release/pullcheck
