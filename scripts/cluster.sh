@@ -21,6 +21,18 @@
 # Binaries: kube-apiserver/kubectl/etcd from scripts/go-tools.sh, the rest from
 # scripts/cluster/node-tools.sh; both cached in ${PULLCHECK_TOOLS:-~/.cache/pullcheck-tools}.
 # State:  ${PULLCHECK_CLUSTER_DIR:-/tmp/pullcheck-cluster}; logs in $STATE/logs.
+#
+# PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1 (opt-in; scripts/cluster/provider-parity.sh):
+# the kubelet also gets --image-credential-provider-config/--image-credential-provider-bin-dir
+# with the real ecr-credential-provider (scripts/go-tools.sh) for "*.dkr.ecr.*.amazonaws.com",
+# its env pointing AWS_ENDPOINT_URL_ECR at a scripted ECR API (scripts/cluster/ecr-api.py,
+# 127.0.0.1) with static test keys, and a real docker-registry (TLS from a CA of its own +
+# htpasswd user AWS, the password the scripted API hands out) on $ECR_IP:443 (added to lo),
+# served under the name $ECR_HOST. Only containerd must resolve that name: it runs in a
+# private mount namespace (unshare -m --propagation slave) with a hosts file bind-mounted
+# over /etc/hosts, and $STATE is made a shared mount first so that the kubelet's volume
+# mounts still reach it. Nothing on the host's /etc/hosts changes. `env` then also prints
+# PULLCHECK_ECR_* (host, config, bin dir, CA, hosts file, API call log).
 # Needs root (kubelet, containerd, mounts), cgroup v1 or v2 with the cgroupfs driver.
 set -euo pipefail
 
@@ -35,6 +47,9 @@ BRIDGE=pcbr0
 NODE_IP=10.244.230.1
 PAUSE_REF=pause:3.10
 WORK_REF=work/app:v1
+PROVIDER=${PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER:-}
+ECR_HOST=123456789012.dkr.ecr.us-east-1.amazonaws.com
+ECR_IP=10.244.230.5
 # shellcheck source=scripts/lib.sh
 . "$HERE/lib.sh"
 
@@ -78,7 +93,8 @@ wait_for() { # SECONDS DESCRIPTION COMMAND...
 # ---- images --------------------------------------------------------------------
 # oci_push ROOTFS DEST CONFIG_JSON: a one-layer linux/amd64 OCI image of ROOTFS (files owned
 # 0:0, fixed mtime) pushed to docker://DEST over plain HTTP. CONFIG_JSON is the image
-# config's "config" object (Entrypoint, Cmd, User...).
+# config's "config" object (Entrypoint, Cmd, User...). With OCI_PUSH_CREDS=USER:PASSWORD
+# set, skopeo logs in with them (TLS is not verified: the destination is on loopback).
 oci_push() {
   local rootfs=$1 dest=$2 cfg=$3 w
   w=$(mktemp -d "$STATE/.img.XXXXXX")
@@ -105,7 +121,8 @@ oci_push() {
       platform:{architecture:"amd64",os:"linux"},annotations:{"org.opencontainers.image.ref.name":"img"}}]}' \
     >"$w/lay/index.json"
   echo '{"imageLayoutVersion":"1.0.0"}' >"$w/lay/oci-layout"
-  skopeo copy --quiet --dest-tls-verify=false "oci:$w/lay:img" "docker://$dest"
+  skopeo copy --quiet --dest-tls-verify=false ${OCI_PUSH_CREDS:+--dest-creds "$OCI_PUSH_CREDS"} \
+    "oci:$w/lay:img" "docker://$dest"
   rm -rf "$w"
   log "pushed $dest (sha256:${manifest:0:12})"
 }
@@ -125,7 +142,14 @@ build_images() {
   local wcfg='{"Cmd":["/bin/sh","-c","echo ok"],"Env":["PATH=/bin"]}'
   oci_push "$w/work-root" "$INFRA_REG/$WORK_REF" "$wcfg"
   oci_push "$w/work-root" "$WORK_REG/$WORK_REF" "$wcfg"
-  # pullcheck's own scratch image (scripts/build-image.sh), from the static binary
+  if [ -n "$PROVIDER" ]; then
+    # pushed by address: skopeo runs on the host, where the ECR name does not resolve
+    OCI_PUSH_CREDS="AWS:$(cat "$STATE/ecr/password")" oci_push "$w/work-root" "$ECR_IP:443/$WORK_REF" "$wcfg"
+  fi
+  # pullcheck's own scratch image (scripts/build-image.sh), from the static binary; not
+  # with PULLCHECK_CLUSTER_NO_PULLCHECK_IMAGE=1 (scripts/cluster/provider-parity.sh runs
+  # pullcheck on the host only, and a cold musl release build takes minutes)
+  [ -z "${PULLCHECK_CLUSTER_NO_PULLCHECK_IMAGE:-}" ] || { log "pullcheck image: skipped"; return 0; }
   local tdir=${CARGO_TARGET_DIR:-target}
   case $tdir in /*) ;; *) tdir=$ROOT/$tdir ;; esac
   local pc=$tdir/x86_64-unknown-linux-musl/release/pullcheck
@@ -142,6 +166,70 @@ reg_start() { # NAME PORT
   echo "$REG_PID" >"$STATE/registry-$1.pid"
 }
 
+# ---- credential provider (PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1) --------------------
+# ecr_setup BIN_DIR: the CA and certificate for $ECR_HOST, the htpasswd, the scripted ECR
+# API, the registry on $ECR_IP:443, the hosts file, the provider config and bin dir.
+ecr_setup() {
+  local bin=$1 e=$STATE/ecr api_port i
+  mkdir -p "$e/plugins" "$e/registry/storage"
+  chmod 700 "$e"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=pullcheck-cluster-ecr-ca \
+    -keyout "$e/ca.key" -out "$e/ca.crt" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$ECR_HOST" -keyout "$e/server.key" -out "$e/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=DNS:%s,IP:%s\n' "$ECR_HOST" "$ECR_IP" >"$e/ext.cnf"
+  openssl x509 -req -in "$e/server.csr" -CA "$e/ca.crt" -CAkey "$e/ca.key" -CAcreateserial \
+    -days 2 -extfile "$e/ext.cnf" -out "$e/server.crt" >/dev/null 2>&1
+  # a fresh password per cluster; only the scripted API and the htpasswd know it
+  head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$e/password"
+  printf 'AWS:%s\n' "$(cat "$e/password")" >"$e/token"
+  htpasswd -Bbn AWS "$(cat "$e/password")" >"$e/htpasswd"
+  api_port=$(free_port)
+  : >"$e/calls.log"
+  start_bg ecr-api python3 "$HERE/cluster/ecr-api.py" --listen "127.0.0.1:$api_port" \
+    --token-file "$e/token" --log "$e/calls.log"
+  ip addr replace "$ECR_IP/32" dev lo
+  cat >"$e/registry/config.yml" <<YAML
+version: 0.1
+log: { level: info, accesslog: { disabled: false } }
+storage: { filesystem: { rootdirectory: $e/registry/storage } }
+http: { addr: "$ECR_IP:443", tls: { certificate: $e/server.crt, key: $e/server.key } }
+auth: { htpasswd: { realm: pullcheck-cluster-ecr, path: $e/htpasswd } }
+YAML
+  start_bg registry-ecr docker-registry serve "$e/registry/config.yml"
+  for i in $(seq 100); do
+    curl -s -o /dev/null --cacert "$e/ca.crt" --resolve "$ECR_HOST:443:$ECR_IP" "https://$ECR_HOST/v2/" && break
+    [ "$i" -lt 100 ] || die "the ECR-named registry did not start (log $STATE/logs/registry-ecr.log)"
+    sleep 0.1
+  done
+  { cat /etc/hosts; printf '%s\t%s\n' "$ECR_IP" "$ECR_HOST"; } >"$e/hosts"
+  ln -sf "$bin/ecr-credential-provider" "$e/plugins/ecr-credential-provider"
+  cat >"$e/credential-providers.yaml" <<YAML
+# Generated by scripts/cluster.sh (PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1)
+apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: ecr-credential-provider
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    matchImages:
+      - "*.dkr.ecr.*.amazonaws.com"
+    defaultCacheDuration: 12h
+    env:
+      - name: AWS_ENDPOINT_URL_ECR
+        value: "http://127.0.0.1:$api_port"
+      - name: AWS_ACCESS_KEY_ID
+        value: AKIDEXAMPLE
+      - name: AWS_SECRET_ACCESS_KEY
+        value: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY
+      - name: AWS_EC2_METADATA_DISABLED
+        value: "true"
+      - name: AWS_CONFIG_FILE
+        value: $e/no-aws-config
+      - name: AWS_SHARED_CREDENTIALS_FILE
+        value: $e/no-aws-credentials
+YAML
+  log "credential provider: ecr-credential-provider for *.dkr.ecr.*.amazonaws.com, scripted ECR API 127.0.0.1:$api_port, registry $ECR_HOST ($ECR_IP:443)"
+}
+
 # ---- containerd ----------------------------------------------------------------
 write_containerd_config() {
   local c=$STATE/containerd r
@@ -151,6 +239,13 @@ write_containerd_config() {
     printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$r" "$r" \
       >"$c/certs.d/$r/hosts.toml"
   done
+  if [ -n "$PROVIDER" ]; then
+    # the image's own host with the registry's CA: not a mirror, so containerd sends it the
+    # kubelet's (the provider's) credentials
+    mkdir -p "$c/certs.d/$ECR_HOST"
+    printf 'server = "https://%s"\n\n[host."https://%s"]\n  capabilities = ["pull", "resolve"]\n  ca = "%s"\n' \
+      "$ECR_HOST" "$ECR_HOST" "$STATE/ecr/ca.crt" >"$c/certs.d/$ECR_HOST/hosts.toml"
+  fi
   cat >"$c/config.toml" <<EOF
 # Generated by scripts/cluster.sh
 version = 3
@@ -271,6 +366,16 @@ export PULLCHECK_WORK_REGISTRY='$WORK_REG'
 export PULLCHECK_NODE='$NODE'
 export PATH='$BIN_DIR':"\$PATH"
 EOF
+  if [ -d "$STATE/ecr" ]; then
+    cat <<EOF
+export PULLCHECK_ECR_HOST='$ECR_HOST'
+export PULLCHECK_ECR_PROVIDER_CONFIG='$STATE/ecr/credential-providers.yaml'
+export PULLCHECK_ECR_PROVIDER_BIN_DIR='$STATE/ecr/plugins'
+export PULLCHECK_ECR_CA='$STATE/ecr/ca.crt'
+export PULLCHECK_ECR_HOSTS='$STATE/ecr/hosts'
+export PULLCHECK_ECR_API_LOG='$STATE/ecr/calls.log'
+EOF
+  fi
 }
 
 cmd_up() {
@@ -285,6 +390,10 @@ cmd_up() {
     die "CNI plugins missing (apt-get install containernetworking-plugins)"
   log "binaries: scripts/go-tools.sh etcd kube-apiserver kubectl + scripts/cluster/node-tools.sh (cached after the first build)"
   bin=$("$ROOT/scripts/go-tools.sh" etcd kube-apiserver kubectl)
+  if [ -n "$PROVIDER" ]; then
+    command -v htpasswd >/dev/null || die "htpasswd missing (apt-get install apache2-utils)"
+    [ "$("$ROOT/scripts/go-tools.sh" ecr-credential-provider)" = "$bin" ] || die "go-tools.sh put ecr-credential-provider elsewhere"
+  fi
   local nbin; nbin=$("$HERE/cluster/node-tools.sh")
   [ "$bin" = "$nbin" ] || die "go-tools.sh and node-tools.sh disagree on the bin dir ($bin vs $nbin)"
   mkdir -p "$STATE/logs"; chmod 700 "$STATE"
@@ -303,6 +412,7 @@ EOF
   log "registries: infra $INFRA_REG, workload $WORK_REG"
   reg_start infra "$ip"
   reg_start work "$iw"
+  [ -z "$PROVIDER" ] || ecr_setup "$bin"
   build_images
 
   log "control plane (scripts/control-plane.sh, state $STATE/cp)"
@@ -336,16 +446,30 @@ EOF
 
   log "containerd ($STATE/containerd/containerd.sock)"
   write_containerd_config
-  PATH="$bin:$PATH" start_bg containerd "$bin/containerd" --config "$STATE/containerd/config.toml"
+  if [ -n "$PROVIDER" ]; then
+    # $STATE shared, so the kubelet's later mounts under it (pod volumes) propagate into
+    # containerd's namespace, which is a slave copy: its own mounts stay inside.
+    mount --bind "$STATE" "$STATE"
+    mount --make-rshared "$STATE"
+    # shellcheck disable=SC2016 # expanded by the inner sh
+    PATH="$bin:$PATH" start_bg containerd unshare -m --propagation slave \
+      sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$STATE/ecr/hosts" \
+      "$bin/containerd" --config "$STATE/containerd/config.toml"
+  else
+    PATH="$bin:$PATH" start_bg containerd "$bin/containerd" --config "$STATE/containerd/config.toml"
+  fi
   wait_for 60 "containerd is up" test -S "$STATE/containerd/containerd.sock" ||
     { tail -30 "$STATE/logs/containerd.log" >&2; die "containerd did not start (log $STATE/logs/containerd.log)"; }
 
   log "kubelet (node $NODE, node IP $NODE_IP on lo)"
   ip addr replace "$NODE_IP/32" dev lo
   write_kubelet_config
+  local provider_flags=()
+  [ -z "$PROVIDER" ] || provider_flags=(--image-credential-provider-config "$STATE/ecr/credential-providers.yaml"
+    --image-credential-provider-bin-dir "$STATE/ecr/plugins")
   PATH="$bin:$PATH" start_bg kubelet "$bin/kubelet" --config "$STATE/kubelet/config.yaml" \
     --kubeconfig "$kc" --hostname-override "$NODE" --node-ip "$NODE_IP" \
-    --root-dir "$STATE/kubelet/root" --cert-dir "$STATE/kubelet/pki" --v=2
+    --root-dir "$STATE/kubelet/root" --cert-dir "$STATE/kubelet/pki" "${provider_flags[@]}" --v=2
   local deadline=$((SECONDS + 180))
   until [ "$("${kubectl[@]}" get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; do
     for n in kubelet containerd kube-controller-manager kube-scheduler; do
@@ -400,8 +524,15 @@ cmd_down() {
   PULLCHECK_CP_DIR=$STATE/cp "$ROOT/scripts/control-plane.sh" stop 2>/dev/null || true
   stop_one registry-work
   stop_one registry-infra
+  stop_one registry-ecr
+  stop_one ecr-api
+  ip addr del "$ECR_IP/32" dev lo 2>/dev/null || true
   local m
   for m in $(state_mounts); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"; done
+  # the shared bind of $STATE itself (credential provider mode)
+  while awk -v p="$STATE" '$2 == p {f=1} END {exit !f}' /proc/mounts; do
+    umount "$STATE" 2>/dev/null || umount -l "$STATE" 2>/dev/null || { log "could not unmount $STATE"; break; }
+  done
   # the cgroups kubelet made (cgroupfs driver): kubepods under every v1 hierarchy or v2 root
   local cg
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods.slice; do
@@ -420,7 +551,9 @@ cmd_down() {
 
 cmd_status() {
   local n rc=0
-  for n in registry-infra registry-work kubelet containerd kube-scheduler kube-controller-manager; do
+  local names=(registry-infra registry-work kubelet containerd kube-scheduler kube-controller-manager)
+  [ ! -d "$STATE/ecr" ] || names+=(registry-ecr ecr-api)
+  for n in "${names[@]}"; do
     if alive "$n"; then log "$n running (pid $(cat "$STATE/$n.pid"))"; else log "$n not running"; rc=1; fi
   done
   PULLCHECK_CP_DIR=$STATE/cp "$ROOT/scripts/control-plane.sh" status || rc=1

@@ -32,6 +32,10 @@ hosts=(
   "auth.pullcheck.test 10.203.0.3"
   "store.pullcheck.test 10.203.0.4"
   "loopback.pullcheck.test 127.0.0.1"
+  # ECR registry names for tests/integration/ecr_e2e.rs (run by scripts/provider-e2e.sh):
+  # two accounts, so that the provider's Registry cache keys can be counted.
+  "123456789012.dkr.ecr.us-east-1.amazonaws.com 10.203.0.5"
+  "210987654321.dkr.ecr.us-east-1.amazonaws.com 10.203.0.6"
 )
 
 # Inside the namespaces (re-entered by the outer call below).

@@ -195,7 +195,7 @@ pub(super) async fn read_capped<R: AsyncRead + Unpin>(
 
 /// The first non-empty line, trimmed and cut to 160 characters, for an error message.
 /// Only used for failed runs, whose output is an error text rather than credentials.
-pub(super) fn first_line(text: &str) -> Option<String> {
+fn first_line(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     Some(line.chars().take(160).collect())
 }

@@ -1,7 +1,7 @@
 //! `--image-credential-provider-config` end to end: the real registry in TLS + htpasswd
 //! mode, reached with the credential a plugin gives. The plugin here is a scripted one (a
 //! shell script, named as such) that answers with a configurable credential; the real
-//! `ecr-credential-provider` runs in `ecr_provider.rs` and `netns.rs`.
+//! `ecr-credential-provider` runs in `ecr_provider.rs` and `ecr_e2e.rs`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

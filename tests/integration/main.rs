@@ -10,6 +10,7 @@ mod conformance_credentials;
 mod conformance_platform;
 mod conformance_reference;
 mod credential_providers;
+mod ecr_e2e;
 mod ecr_provider;
 mod harness_selftest;
 mod help;

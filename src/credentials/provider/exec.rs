@@ -27,7 +27,7 @@ use tokio::process::Command;
 use super::config::{ExecApi, ProviderSpec};
 use super::duration::parse_go_duration;
 use crate::credentials::docker_config::{DockerConfig, DockerConfigEntry};
-use crate::credentials::helper::{first_line, read_capped};
+use crate::credentials::helper::read_capped;
 use crate::credentials::secret::Secret;
 
 /// The kubelet's fixed deadline for one plugin run.
@@ -96,7 +96,7 @@ pub(crate) enum PluginError {
     Failed {
         name: String,
         status: String,
-        /// The first line of its stderr (capped).
+        /// The line of its stderr that says why ([`failure_line`]).
         stderr: String,
     },
     /// The response's apiVersion is not the configured one.
@@ -234,7 +234,7 @@ impl PluginRunner {
             return Err(PluginError::Failed {
                 name: name.clone(),
                 status: status.to_string(),
-                stderr: first_line(&String::from_utf8_lossy(&err)).unwrap_or_default(),
+                stderr: failure_line(&String::from_utf8_lossy(&err)).unwrap_or_default(),
             });
         }
         decode(name, spec.api, &out)
@@ -345,9 +345,77 @@ pub(crate) fn decode(name: &str, api: ExecApi, out: &[u8]) -> Result<Response, P
     })
 }
 
+/// The most characters of a failed plugin's reason kept: an AWS SDK error with an IAM ARN
+/// runs to about 300.
+const REASON_LIMIT: usize = 1000;
+
+/// Why a plugin failed, in one line: the message of the last klog error (`E`) or fatal
+/// (`F`) line of its stderr, without klog's header, else its first non-empty line; cut to
+/// [`REASON_LIMIT`] characters. The cloud plugins (ecr-credential-provider,
+/// auth-provider-gcp, acr-credential-provider) log with klog, and their first line is an
+/// info line (`I… Getting creds for private image …`) that says nothing about the failure.
+fn failure_line(stderr: &str) -> Option<String> {
+    let lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next()?;
+    let line = lines
+        .rev()
+        .find_map(|l| klog_message(l, &['E', 'F']))
+        .unwrap_or(first);
+    Some(line.chars().take(REASON_LIMIT).collect())
+}
+
+/// The message of a klog line (`Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg`) whose
+/// severity letter `L` is one of `severities`.
+fn klog_message<'a>(line: &'a str, severities: &[char]) -> Option<&'a str> {
+    let mut chars = line.chars();
+    let severity = chars.next()?;
+    let date: String = chars.by_ref().take(4).collect();
+    if !severities.contains(&severity)
+        || date.len() != 4
+        || !date.bytes().all(|b| b.is_ascii_digit())
+        || chars.next() != Some(' ')
+    {
+        return None;
+    }
+    let (_, message) = line.split_once("] ")?;
+    Some(message.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_is_told_by_the_klog_error_line_else_the_first_line() {
+        // What ecr-credential-provider v1.35.3 writes when ECR refuses the call.
+        let ecr = "I1201 12:06:15.773139    7016 main.go:167] Getting creds for private image r.io/x\n\
+                   E1201 12:06:15.781020    7016 main.go:361] Error running credential provider plugin: operation error ECR: GetAuthorizationToken, api error AccessDeniedException: no\n";
+        assert_eq!(
+            failure_line(ecr).as_deref(),
+            Some(
+                "Error running credential provider plugin: operation error ECR: GetAuthorizationToken, api error AccessDeniedException: no"
+            )
+        );
+        let fatal = "W0102 01:02:03.000004 1 a.go:1] careful\nF0102 01:02:03.000005 1 a.go:2] cannot start\n";
+        assert_eq!(failure_line(fatal).as_deref(), Some("cannot start"));
+        // Not klog: the first non-empty line, as before.
+        assert_eq!(
+            failure_line("\n  AccessDenied: no  \nmore\n").as_deref(),
+            Some("AccessDenied: no")
+        );
+        // Lines that only look like klog at a glance.
+        assert_eq!(
+            failure_line("Error: E1201 x] y").as_deref(),
+            Some("Error: E1201 x] y")
+        );
+        assert_eq!(failure_line("E12: x] y").as_deref(), Some("E12: x] y"));
+        assert_eq!(failure_line(" \n"), None);
+        let long = format!(
+            "E1201 00:00:00.000000 1 m.go:1] {}",
+            "x".repeat(2 * REASON_LIMIT)
+        );
+        assert_eq!(failure_line(&long).unwrap().chars().count(), REASON_LIMIT);
+    }
 
     const V1: ExecApi = ExecApi::V1;
 
