@@ -338,6 +338,45 @@ impl WatchApi {
         }
     }
 
+    /// The messages of the pod's `Failed` Events, oldest first (for kubelets older than
+    /// 1.32, whose back-off message lacks the pull error).
+    pub(crate) async fn failed_events(&self, pod: &PodId) -> Result<Vec<String>, ApiError> {
+        let mut url = self
+            .api
+            .url(&["api", "v1", "namespaces", &pod.namespace, "events"]);
+        url.query_pairs_mut().append_pair(
+            "fieldSelector",
+            &format!("involvedObject.uid={},reason=Failed", pod.uid),
+        );
+        let resp = self
+            .send(
+                "LIST",
+                reqwest::Method::GET,
+                url,
+                None,
+                Some(REQUEST_TIMEOUT),
+            )
+            .await?;
+        let list = Self::json("LIST", resp, &[200]).await?;
+        let mut events: Vec<(String, String)> = list
+            .get("items")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let at = e
+                    .get("lastTimestamp")
+                    .or_else(|| e.get("eventTime"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                Some((at, e.get("message")?.as_str()?.to_string()))
+            })
+            .collect();
+        events.sort();
+        Ok(events.into_iter().map(|(_, m)| m).collect())
+    }
+
     /// Record a core/v1 Event about `object` (`{apiVersion, kind, name, namespace, uid}`).
     pub(crate) async fn event(
         &self,

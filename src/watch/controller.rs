@@ -26,7 +26,9 @@ use serde_json::{Value, json};
 use super::api::{ApiError, Event, PodId, WatchApi, WatchError, rfc3339};
 use super::decide::{Decision, Inputs, Owner, Why, decide};
 use super::metrics::{VerdictLabels, WatchMetrics};
-use super::pod::{CONDITION_TYPE, Failure, Finding, condition_reason, finding};
+use super::pod::{
+    CONDITION_TYPE, Failure, Finding, condition_reason, finding, from_events, lacks_the_error,
+};
 use crate::verdict::Verdict;
 
 /// How the watch behaves.
@@ -367,6 +369,7 @@ impl Controller {
             }
             return;
         }
+        let f = self.with_events(f).await;
         let Some(a) = assess(f, &self.settings, first_seen, now) else {
             return;
         };
@@ -380,6 +383,26 @@ impl Controller {
             Decision::EventOnly { why } => self.report(&a.finding, &why).await,
             Decision::Ignore => {}
         }
+    }
+
+    /// For a back-off message without the pull error (kubelet < 1.32), the error from the
+    /// pod's `Failed` Events.
+    async fn with_events(&self, mut f: Finding) -> Finding {
+        let Some(failure) = f.failure.as_mut() else {
+            return f;
+        };
+        if !lacks_the_error(&failure.classification) {
+            return f;
+        }
+        match self.api.failed_events(&f.pod).await {
+            Ok(messages) => {
+                if let Some(c) = from_events(&failure.image, &messages) {
+                    failure.classification = c;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the pod's Events"),
+        }
+        f
     }
 
     async fn report(&mut self, f: &Finding, why: &Why) {

@@ -166,6 +166,28 @@ fn worst_failure(pod: &Value) -> Option<Failure> {
     best
 }
 
+/// A kubelet older than 1.32 writes `ImagePullBackOff` without the pull error
+/// (kubernetes#127918 added it); its `Failed` Events still carry it: `Failed to pull image
+/// "IMAGE": <error>`. Classify the newest such Event for `image` (`messages` oldest first),
+/// keeping the back-off reason. `None` when no Event says more.
+pub(crate) fn from_events(image: &str, messages: &[String]) -> Option<Classification> {
+    let prefix = format!("Failed to pull image \"{image}\": ");
+    let error = messages
+        .iter()
+        .rev()
+        .find_map(|m| m.strip_prefix(prefix.as_str()))?;
+    let c = classify("ErrImagePull", error);
+    c.verdict.map(|_| Classification {
+        reason: Some(super::classify::Reason::ImagePullBackOff),
+        ..c
+    })
+}
+
+/// True when the kubelet's message lacks the pull error (kubelet < 1.32 back-off).
+pub(crate) fn lacks_the_error(c: &Classification) -> bool {
+    c.matched == Some(super::classify::NO_UNDERLYING_MESSAGE)
+}
+
 /// The condition's `reason`: the verdict in CamelCase, as condition reasons are written.
 pub(crate) fn condition_reason(v: Verdict) -> &'static str {
     match v {
@@ -255,6 +277,40 @@ mod tests {
         let failure = finding(&p).unwrap().failure.unwrap();
         assert_eq!(failure.container, "main");
         assert_eq!(failure.classification.verdict, Some(Verdict::NotFound));
+    }
+
+    #[test]
+    fn an_old_kubelets_back_off_is_read_from_its_failed_events() {
+        let p = pod(
+            json!({"containerStatuses": [waiting("main", "ImagePullBackOff", "Back-off pulling image \"r.io/app:nope\"")]}),
+            json!({}),
+        );
+        let failure = finding(&p).unwrap().failure.unwrap();
+        assert!(lacks_the_error(&failure.classification));
+        assert_eq!(failure.classification.verdict, None);
+        // The recorded Events of the missing-tag scenario, oldest first.
+        let rec: Value = serde_json::from_str(include_str!(
+            "../../tests/data/watch/kubelet-1.35.4-containerd-2.2.9/missing-tag.json"
+        ))
+        .unwrap();
+        let image = rec["image"].as_str().unwrap();
+        let messages: Vec<String> = rec["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["message"].as_str().unwrap().to_string())
+            .collect();
+        let c = from_events(image, &messages).unwrap();
+        assert_eq!(c.verdict, Some(Verdict::NotFound));
+        assert_eq!(
+            c.reason,
+            Some(super::super::classify::Reason::ImagePullBackOff)
+        );
+        assert_eq!(from_events("other.io/x:v1", &messages), None);
+        assert_eq!(
+            from_events(image, &["Error: ErrImagePull".to_string()]),
+            None
+        );
     }
 
     #[test]
