@@ -157,12 +157,13 @@ impl RegistryArgs {
     }
 
     /// The credential providers from `--image-credential-provider-config` and
-    /// `--image-credential-provider-bin-dir` (clap makes them come together), each plugin
-    /// run bounded by `timeout` (the kubelet's minute, or less).
+    /// `--image-credential-provider-bin-dir` (clap makes them come together). Each plugin
+    /// run gets half of `budget` (the run's deadline), at most the kubelet's minute, so a
+    /// hanging plugin leaves the other half for the registry and the verdict names it.
     pub(crate) fn credential_providers(
         &self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<std::sync::Arc<crate::credentials::provider::Providers>>, UsageError> {
+        budget: std::time::Duration,
+    ) -> Result<Option<crate::credentials::provider::Providers>, UsageError> {
         let (Some(config), Some(bin_dir)) = (
             &self.image_credential_provider_config,
             &self.image_credential_provider_bin_dir,
@@ -172,9 +173,9 @@ impl RegistryArgs {
         crate::credentials::provider::Providers::load(
             config,
             bin_dir,
-            timeout.min(crate::credentials::provider::KUBELET_TIMEOUT),
+            (budget / 2).min(crate::credentials::provider::KUBELET_TIMEOUT),
         )
-        .map(|p| Some(std::sync::Arc::new(p)))
+        .map(Some)
         .map_err(|e| UsageError(e.to_string()))
     }
 

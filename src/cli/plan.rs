@@ -57,7 +57,10 @@ pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
         UserAuth::load(a.docker_config.as_deref()).map_err(|e| UsageError(e.to_string()))?
     };
     let timeout = seconds("--timeout", a.timeout, 86_400.0)?;
-    let providers = a.registry.credential_providers(timeout)?;
+    let providers = a
+        .registry
+        .credential_providers(timeout)?
+        .map(std::sync::Arc::new);
     Ok(Keychain::new(secrets, docker).with_providers(providers, None))
 }
 

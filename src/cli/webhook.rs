@@ -333,7 +333,10 @@ impl WebhookArgs {
             hosts_dir,
             insecure: self.registry.insecure_registry.clone(),
             ca_files: self.registry.ca_file.clone(),
-            providers: self.registry.credential_providers(budget)?,
+            providers: self
+                .registry
+                .credential_providers(budget)?
+                .map(|p| std::sync::Arc::new(p.logging_failures())),
             provider_token_requests: self.provider_token_requests,
             node_credentials: list_or_default(
                 &self.registry.node_credentials,

@@ -129,7 +129,6 @@ impl DockerConfig {
         self.entries.len()
     }
 
-    #[cfg(test)]
     /// True if there are no keys.
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -208,6 +208,42 @@ impl Keychain {
         }
     }
 
+    /// What an image's verdict depends on among these credentials, without running any
+    /// credential provider: the fingerprints of the pull-secret and user credentials, then
+    /// per matching provider its name and the workload it runs for. The webhook keys its
+    /// verdict cache on this, so one review runs a provider once (in the engine), not twice.
+    pub(crate) async fn identity(&self, repo_to_pull: &str, registry_host: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .pull_secrets
+            .lookup(repo_to_pull)
+            .iter()
+            .map(Credential::fingerprint)
+            .collect();
+        if let Some(docker) = &self.docker {
+            out.extend(
+                docker
+                    .lookup(repo_to_pull, registry_host)
+                    .await
+                    .iter()
+                    .map(Credential::fingerprint),
+            );
+        }
+        if let Some(p) = &self.providers {
+            let who = self.workload.as_ref().map_or(String::new(), |w| {
+                format!(
+                    " {}/{}",
+                    w.namespace,
+                    w.service_account.as_deref().unwrap_or("")
+                )
+            });
+            out.extend(
+                p.matching_names(repo_to_pull)
+                    .map(|name| format!("provider {name}{who}")),
+            );
+        }
+        out
+    }
+
     /// For `explain`: the sources [`Keychain::lookup`] would use before the credential
     /// providers (which `explain` runs itself, through [`Keychain::providers`]), in order,
     /// without running any helper. A helper appears once, with origin `credential helper

@@ -79,6 +79,18 @@ pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
     }
 }
 
+/// True when the failure is pullcheck's own address guard refusing the request: a refusal
+/// no registry gave, so it says nothing about the image or a credential.
+pub(crate) fn is_guard_refusal(e: &RegistryError) -> bool {
+    matches!(
+        e,
+        RegistryError::Transport {
+            failure: Failure::Guard(_),
+            ..
+        }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,8 +180,10 @@ impl Engine {
             });
         }
         let (best, credential) = best.expect("at least one attempt");
+        let guard_refused = best.guard_refused;
         let mut out = outcome(base, best, credential);
         let node = NodeView {
+            registry_answered: !guard_refused,
             providers: &found.providers,
             provider_credential: credential
                 .is_some_and(|c| c.source.origin.starts_with("credential provider ")),
@@ -189,6 +191,15 @@ impl Engine {
             node_pattern: plan.node_credentials.as_deref(),
             identity: self.plan.provider_identity,
         };
+        // A provider whose answer matches nothing is the kubelet's problem too: no assumption,
+        // but say why its credential was not used.
+        out.warnings.extend(
+            found
+                .providers
+                .iter()
+                .filter(|u| matches!(u.outcome, ProviderOutcome::NoMatchingKey { .. }))
+                .map(|u| u.describe()),
+        );
         if let Some((why, detail)) = node.assumed(out.verdict, reference.domain()) {
             out.warnings
                 .push(format!("{why}; not verified ({})", out.detail));
@@ -239,6 +250,9 @@ impl Engine {
 /// providers (the `--node-credentials` patterns) or credential-provider plugins that failed
 /// here, had no token, or answered with pullcheck's identity rather than the node's.
 struct NodeView<'a> {
+    /// The verdict is a registry's answer (not pullcheck's address guard refusing): only a
+    /// registry's refusal can differ on a node.
+    registry_answered: bool,
     providers: &'a [ProviderUse],
     /// The best attempt used a credential a provider plugin gave.
     provider_credential: bool,
@@ -264,6 +278,9 @@ impl NodeView<'_> {
     /// 11 with a provider's credential and 12 are definitive: the registry answered about
     /// the image itself.
     fn assumed(&self, verdict: Verdict, registry: &str) -> Option<(String, &'static str)> {
+        if !self.registry_answered {
+            return None;
+        }
         let refused = matches!(verdict, Verdict::Denied | Verdict::Unauthenticated);
         if self.provider_credential && refused && self.identity == ProviderIdentity::NotTheNodes {
             let who = self
@@ -360,6 +377,7 @@ mod tests {
         identity: ProviderIdentity,
     ) -> NodeView<'_> {
         NodeView {
+            registry_answered: true,
             providers,
             provider_credential,
             anonymous,
@@ -453,12 +471,20 @@ mod tests {
             let got = view(providers, *cred, *anon, *identity).assumed(*verdict, "r.io");
             assert_eq!(got.map(|g| g.1), *want, "row {i}");
         }
+        // pullcheck's own address guard refusing is no registry's answer: never assumed.
+        for providers in [&ok[..], &bad[..], &none[..]] {
+            let guard = NodeView {
+                registry_answered: false,
+                ..view(providers, true, false, NotTheNodes)
+            };
+            assert_eq!(guard.assumed(Denied, "r.io"), None);
+        }
         let (why, _) = view(&bad, false, true, Caller)
             .assumed(Unauthenticated, "r.io")
             .unwrap();
         assert_eq!(
             why,
-            "credential provider ecr-credential-provider (matchImages *.dkr.ecr.*.amazonaws.com): credential provider ecr-credential-provider: failed (exit status: 1): no EC2 IMDS role found"
+            "credential provider ecr-credential-provider: failed (exit status: 1): no EC2 IMDS role found"
         );
     }
 }

@@ -45,6 +45,8 @@ pub(super) struct Attempt {
     pub warnings: Vec<String>,
     /// The pull quota the last answer stated.
     pub quota: Option<Quota>,
+    /// The verdict is pullcheck's own address guard refusing, not a registry's answer.
+    pub guard_refused: bool,
 }
 
 impl Attempt {
@@ -59,6 +61,7 @@ impl Attempt {
             endpoint: None,
             warnings: Vec::new(),
             quota: None,
+            guard_refused: false,
         }
     }
 
@@ -68,8 +71,9 @@ impl Attempt {
         self
     }
 
-    fn failed(self, e: &RegistryError) -> Attempt {
+    fn failed(mut self, e: &RegistryError) -> Attempt {
         let (v, detail) = classify::verdict_for(e);
+        self.guard_refused = classify::is_guard_refusal(e);
         self.with(v, detail)
     }
 
@@ -288,6 +292,7 @@ impl Resolver<'_> {
                             .unwrap_or_else(|| "any platform".into()),
                         leaf.digest
                     );
+                    attempt.guard_refused = classify::is_guard_refusal(&e);
                     attempt.with(v, detail)
                 }
             };

@@ -67,7 +67,9 @@ impl Expiry<VerdictKey, Arc<Outcome>> for VerdictExpiry {
         value: &Arc<Outcome>,
         _created_at: Instant,
     ) -> Option<Duration> {
-        Some(if value.verdict == Verdict::Pullable {
+        // An assumed pass was not verified (a provider failed, a node credential): keep it
+        // as briefly as a failure, so the next review tries again soon.
+        Some(if value.verdict == Verdict::Pullable && !value.assumed {
             self.positive
         } else {
             self.negative
@@ -175,6 +177,22 @@ mod tests {
         assert!(!hit);
         assert_eq!(o.verdict, Verdict::Unauthenticated);
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_assumed_pass_expires_like_a_failure() {
+        let c = VerdictCache::new(&cfg(60_000, 100));
+        let assumed = || {
+            let mut o = outcome(Verdict::Pullable);
+            o.assumed = true;
+            o
+        };
+        c.get_or_check(key(&[]), async { assumed() }).await;
+        let (_, hit) = c.get_or_check(key(&[]), async { assumed() }).await;
+        assert!(hit);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (_, hit) = c.get_or_check(key(&[]), async { assumed() }).await;
+        assert!(!hit, "an assumed pass is kept for the negative TTL only");
     }
 
     #[tokio::test]

@@ -414,12 +414,8 @@ async fn check_image(
         }
     };
     let credentials = keychain
-        .lookup(&reference.name(), reference.domain())
-        .await
-        .credentials
-        .iter()
-        .map(|c| c.fingerprint())
-        .collect();
+        .identity(&reference.name(), reference.domain())
+        .await;
     let key = VerdictKey {
         reference: reference.full(),
         credentials,

@@ -270,7 +270,7 @@ fn access_denied_from_ecr_is_assumed_pullable_with_the_providers_error() {
     );
     let warning = o["warnings"][0].as_str().unwrap();
     let want = format!(
-        "credential provider {PROVIDER} (matchImages {MATCH}): credential provider {PROVIDER}: \
+        "credential provider {PROVIDER}: \
          failed (exit status: 1): Error running credential provider plugin: operation error \
          ECR: GetAuthorizationToken, https response error StatusCode: 400, RequestID: {}, \
          api error AccessDeniedException: {denied}; not verified (missing or private:",

@@ -120,6 +120,12 @@ pub(crate) enum ConfigError {
         /// The OS error, or what is wrong with the path.
         problem: String,
     },
+    /// `--image-credential-provider-bin-dir` is not a directory.
+    #[error("--image-credential-provider-bin-dir {}: not a directory; pass the directory holding the plugins", path.display())]
+    BinDir {
+        /// The path.
+        path: PathBuf,
+    },
     /// A file does not decode or does not validate.
     #[error("credential provider config {}: {problem}", file.display())]
     Invalid {
@@ -259,8 +265,12 @@ pub(crate) fn parse(text: &str) -> Result<Vec<ProviderSpec>, String> {
         serde_json::from_str(text).map_err(|e| format!("not a CredentialProviderConfig: {e}"))?
     } else {
         serde_saphyr::from_str(text).map_err(|e| {
-            let first = e.to_string();
-            let first = first.lines().next().unwrap_or("invalid YAML").to_string();
+            let rendered = e.to_string();
+            if rendered.contains("multiple YAML documents") {
+                return "holds more than one YAML document; put one CredentialProviderConfig in each file (a directory of files is read in name order)".to_string();
+            }
+            let first = rendered.lines().next().unwrap_or("invalid YAML");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
             format!("not a CredentialProviderConfig: {first}")
         })?
     };
@@ -608,6 +618,15 @@ providers:
                 "--image-credential-provider-config {}: no *.json, *.yaml or *.yml files in this directory; put the CredentialProviderConfig there",
                 empty.path().display()
             )
+        );
+    }
+
+    #[test]
+    fn two_yaml_documents_in_one_file_say_so() {
+        let two = format!("{GKE_YAML}---\n{GKE_YAML}");
+        assert_eq!(
+            parse(&two).unwrap_err(),
+            "holds more than one YAML document; put one CredentialProviderConfig in each file (a directory of files is read in name order)"
         );
     }
 

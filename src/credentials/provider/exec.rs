@@ -77,7 +77,7 @@ pub(crate) struct Request<'a> {
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum PluginError {
     /// `<bin-dir>/<name>` is missing or not executable.
-    #[error("credential provider {name}: cannot run {}: {problem}; put the plugin in --image-credential-provider-bin-dir", path.display())]
+    #[error("credential provider {name}: cannot run {}: {problem}", path.display())]
     Spawn {
         name: String,
         path: PathBuf,
@@ -111,6 +111,114 @@ pub(crate) enum PluginError {
     /// The response does not decode or validate.
     #[error("credential provider {name}: {problem}; the answer was not used")]
     BadResponse { name: String, problem: String },
+}
+
+impl PluginError {
+    /// The same error with every occurrence of `secrets` (4 characters or more) in its
+    /// free text replaced by `(redacted)`.
+    fn redacted(self, secrets: &[String]) -> PluginError {
+        let r = |text: String| redact(text, secrets);
+        match self {
+            PluginError::Failed {
+                name,
+                status,
+                stderr,
+            } => PluginError::Failed {
+                name,
+                status,
+                stderr: r(stderr),
+            },
+            PluginError::ApiVersion { name, want, got } => PluginError::ApiVersion {
+                name,
+                want,
+                got: r(got),
+            },
+            PluginError::BadResponse { name, problem } => PluginError::BadResponse {
+                name,
+                problem: r(problem),
+            },
+            other => other,
+        }
+    }
+}
+
+/// `e` redacted of the passwords in `out` (what `run` does with a plugin's answer).
+pub(crate) fn redacted(e: PluginError, out: &[u8]) -> PluginError {
+    e.redacted(&passwords_in(out))
+}
+
+fn redact(mut text: String, secrets: &[String]) -> String {
+    for s in secrets.iter().filter(|s| s.chars().count() >= 4) {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), "(redacted)");
+        }
+    }
+    text
+}
+
+/// The `auth.*.password` values of whatever JSON the plugin printed, even one the strict
+/// decoder refuses.
+fn passwords_in(out: &[u8]) -> Vec<String> {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(out) else {
+        return Vec::new();
+    };
+    v.get("auth")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flat_map(|a| a.values())
+        .filter_map(|e| e.get("password").and_then(serde_json::Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Values of the plugin's environment whose names say they are secret (`*SECRET*`,
+/// `*TOKEN*`, `*PASSWORD*`, `*KEY*`, `*CREDENTIAL*`): AWS_SECRET_ACCESS_KEY,
+/// AWS_SESSION_TOKEN, a configured password.
+fn secret_env_values(spec: &ProviderSpec, base: Option<&[(OsString, OsString)]>) -> Vec<String> {
+    let secret_name = |n: &str| {
+        let n = n.to_ascii_uppercase();
+        ["SECRET", "TOKEN", "PASSWORD", "KEY", "CREDENTIAL"]
+            .iter()
+            .any(|w| n.contains(w))
+    };
+    let inherited: Vec<(String, String)> = match base {
+        Some(env) => env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect(),
+        None => std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect(),
+    };
+    inherited
+        .into_iter()
+        .chain(spec.env.iter().cloned())
+        .filter(|(k, _)| secret_name(k))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Up to `limit` bytes; the rest is not read (the child gets a broken pipe if it goes on).
+async fn read_prefix<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<R>,
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    if let Some(reader) = reader {
+        reader.take(limit).read_to_end(&mut buf).await?;
+    }
+    Ok(buf)
 }
 
 /// Runs plugins from one bin dir.
@@ -205,7 +313,12 @@ impl PluginRunner {
             .map_err(|e| PluginError::Spawn {
                 name: name.clone(),
                 path: path.clone(),
-                problem: e.to_string(),
+                problem: match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => {
+                        format!("{e}; make it executable (chmod +x)")
+                    }
+                    _ => format!("{e}; put the plugin in --image-credential-provider-bin-dir"),
+                },
             })?;
         if let Some(mut stdin) = child.stdin.take() {
             // A plugin may exit without reading stdin; that is its answer to judge.
@@ -214,7 +327,7 @@ impl PluginRunner {
         }
         let (out, err, status) = tokio::join!(
             read_capped(child.stdout.take(), STDOUT_LIMIT),
-            read_capped(child.stderr.take(), STDERR_LIMIT),
+            read_prefix(child.stderr.take(), STDERR_LIMIT),
             child.wait()
         );
         let failed = |problem: String| PluginError::Failed {
@@ -224,20 +337,31 @@ impl PluginRunner {
         };
         let status = status.map_err(|e| failed(e.to_string()))?;
         let out = out.map_err(|e| failed(e.to_string()))?;
-        // Stderr past its cap is cut, not an error: only its first line is shown.
-        let err = err.ok().flatten().unwrap_or_default();
+        // Stderr past its cap is cut, not an error: only one line of it is shown.
+        let err = err.unwrap_or_default();
         // First: a plugin cut off mid-write dies of the broken pipe, which is not its answer.
         let Some(out) = out else {
             return Err(PluginError::TooMuchOutput { name: name.clone() });
         };
-        if !status.success() {
-            return Err(PluginError::Failed {
+        // Nothing a plugin prints may carry a secret into a message: the passwords of its own
+        // answer, the ServiceAccount token it was given, secret-looking environment values.
+        let mut secrets = passwords_in(&out);
+        secrets.extend(
+            request
+                .service_account_token
+                .map(|t| t.expose().to_string()),
+        );
+        secrets.extend(secret_env_values(spec, self.base_env.as_deref()));
+        let result = if status.success() {
+            decode(name, spec.api, &out)
+        } else {
+            Err(PluginError::Failed {
                 name: name.clone(),
                 status: status.to_string(),
                 stderr: failure_line(&String::from_utf8_lossy(&err)).unwrap_or_default(),
-            });
-        }
-        decode(name, spec.api, &out)
+            })
+        };
+        result.map_err(|e| e.redacted(&secrets))
     }
 }
 
@@ -459,6 +583,56 @@ mod tests {
             assert_eq!(got, *want);
             assert!(!got.contains("s3cr3t"));
         }
+    }
+
+    #[test]
+    fn what_a_plugin_prints_is_redacted_of_its_own_secrets() {
+        let secrets = passwords_in(
+            br#"{"kind":"s3cret-pw-1","auth":{"r.io":{"username":"u","password":"s3cret-pw-1"}}}"#,
+        );
+        assert_eq!(secrets, ["s3cret-pw-1"]);
+        let e = decode(
+            "p",
+            V1,
+            br#"{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"s3cret-pw-1","cacheKeyType":"Image","auth":{"r.io":{"username":"u","password":"s3cret-pw-1"}}}"#,
+        )
+        .unwrap_err()
+        .redacted(&secrets);
+        assert_eq!(
+            e.to_string(),
+            "credential provider p: kind \"(redacted)\" is not CredentialProviderResponse; the answer was not used"
+        );
+        let spec = ProviderSpec {
+            name: "p".into(),
+            match_images: vec!["r.io".into()],
+            default_cache_duration: Duration::ZERO,
+            api: V1,
+            args: vec![],
+            env: vec![
+                ("MY_PASSWORD".into(), "hunter2-pw".into()),
+                ("REGION".into(), "us-east-1".into()),
+            ],
+            token: None,
+            file: PathBuf::new(),
+        };
+        let base = [(
+            OsString::from("AWS_SECRET_ACCESS_KEY"),
+            OsString::from("wJalrXUtnFEMI"),
+        )];
+        assert_eq!(
+            secret_env_values(&spec, Some(&base)),
+            ["wJalrXUtnFEMI", "hunter2-pw"]
+        );
+        let failed = PluginError::Failed {
+            name: "p".into(),
+            status: "exit status: 1".into(),
+            stderr: "auth failed with wJalrXUtnFEMI in us-east-1".into(),
+        }
+        .redacted(&secret_env_values(&spec, Some(&base)));
+        assert_eq!(
+            failed.to_string(),
+            "credential provider p: failed (exit status: 1): auth failed with (redacted) in us-east-1"
+        );
     }
 
     #[test]

@@ -117,6 +117,13 @@ pub(crate) enum ProviderOutcome {
     /// ServiceAccount where one is required, a required annotation missing): its nothing
     /// is the kubelet's nothing.
     NotRun(String),
+    /// It answered, but none of its answer's keyring keys matches the image (a key without
+    /// the image's port, another host): the kubelet, with the same keyring rules, gets
+    /// nothing from it either.
+    NoMatchingKey {
+        /// The answer's `auth` keys.
+        keys: Vec<String>,
+    },
 }
 
 /// A provider's part in one lookup.
@@ -141,23 +148,29 @@ impl ProviderUse {
     }
 
     /// One line for `explain` and warnings.
+    /// The reason comes early, so that it survives an admission warning's 120 characters.
     pub(crate) fn describe(&self) -> String {
-        let what = match &self.outcome {
+        let name = &self.provider;
+        match &self.outcome {
             ProviderOutcome::Answered {
                 key_type,
                 key,
                 cached,
             } => format!(
-                "answered{}, cache key {key_type:?} {key}",
+                "credential provider {name} (matchImages {}): answered{}, cache key {key_type:?} {key}",
+                self.matched,
                 if *cached { " from its cache" } else { "" }
             ),
+            // The error names the provider already.
             ProviderOutcome::Failed(e) => e.to_string(),
-            ProviderOutcome::NoToken(why) | ProviderOutcome::NotRun(why) => why.clone(),
-        };
-        format!(
-            "credential provider {} (matchImages {}): {what}",
-            self.provider, self.matched
-        )
+            ProviderOutcome::NoToken(why) | ProviderOutcome::NotRun(why) => {
+                format!("credential provider {name}: {why}")
+            }
+            ProviderOutcome::NoMatchingKey { keys } => format!(
+                "credential provider {name} answered for {}, and no key matches the image: keyring keys need the image's host labels and its port",
+                keys.join(", ")
+            ),
+        }
     }
 }
 
@@ -187,6 +200,9 @@ pub(crate) struct Providers {
     runner: PluginRunner,
     providers: Vec<Provider>,
     timeout: Duration,
+    /// Log each provider failure as a warning (the webhook, whose answers are cut to a
+    /// warning's length); the CLI reports them in its verdict's warnings instead.
+    log_failures: bool,
 }
 
 impl std::fmt::Debug for Providers {
@@ -218,23 +234,28 @@ impl Providers {
     ) -> Result<Providers, ConfigError> {
         let specs = config::load(config)?;
         if !bin_dir.is_dir() {
-            return Err(ConfigError::Read {
+            return Err(ConfigError::BinDir {
                 path: bin_dir.to_path_buf(),
-                problem: "--image-credential-provider-bin-dir is not a directory; pass the directory holding the plugins".into(),
             });
         }
         for spec in &specs {
+            use std::os::unix::fs::PermissionsExt;
             let path = bin_dir.join(&spec.name);
-            if !path.is_file() {
-                return Err(ConfigError::Invalid {
-                    file: spec.file.clone(),
-                    problem: format!(
-                        "provider {}: no executable {}; copy the plugin into --image-credential-provider-bin-dir",
-                        spec.name,
-                        path.display()
-                    ),
-                });
-            }
+            let problem = match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => continue,
+                Ok(m) if m.is_file() => format!(
+                    "{} is not executable; chmod +x it (or fix the copy into the bin dir)",
+                    path.display()
+                ),
+                _ => format!(
+                    "no executable {}; copy the plugin into --image-credential-provider-bin-dir",
+                    path.display()
+                ),
+            };
+            return Err(ConfigError::Invalid {
+                file: spec.file.clone(),
+                problem: format!("provider {}: {problem}", spec.name),
+            });
         }
         Ok(Self::new(
             specs,
@@ -259,6 +280,15 @@ impl Providers {
                 })
                 .collect(),
             timeout,
+            log_failures: false,
+        }
+    }
+
+    /// The same providers, logging each failure as a warning (the webhook).
+    pub(crate) fn logging_failures(self) -> Providers {
+        Providers {
+            log_failures: true,
+            ..self
         }
     }
 
@@ -276,6 +306,14 @@ impl Providers {
             .collect()
     }
 
+    /// The names of the providers whose `matchImages` match `image`, without running them.
+    pub(crate) fn matching_names<'a>(&'a self, image: &'a str) -> impl Iterator<Item = &'a str> {
+        self.providers
+            .iter()
+            .filter(move |p| p.spec.match_images.iter().any(|m| urls_match_str(m, image)))
+            .map(|p| p.spec.name.as_str())
+    }
+
     /// Credentials for `image` (the kubelet's repository to pull, without tag or digest)
     /// from every matching provider. Never fails: a provider's problem is its
     /// [`ProviderOutcome`].
@@ -291,8 +329,15 @@ impl Providers {
             else {
                 continue;
             };
-            let (outcome, auth) = self.provide(p, image, workload).await;
+            let (mut outcome, auth) = self.provide(p, image, workload).await;
             if let Some(auth) = auth {
+                let mut own = Keyring::new();
+                own.add(&auth, "");
+                if own.lookup(image).is_empty() && !auth.is_empty() {
+                    outcome = ProviderOutcome::NoMatchingKey {
+                        keys: auth.iter().map(|(k, _)| k.to_string()).collect(),
+                    };
+                }
                 keyring.add(&auth, &format!("credential provider {}", p.spec.name));
             }
             uses.push(ProviderUse {
@@ -315,10 +360,12 @@ impl Providers {
     ) -> (ProviderOutcome, Option<DockerConfig>) {
         let token = match &p.spec.token {
             None => None,
-            Some(attrs) => match token_for(attrs, &p.spec.name, workload).await {
-                Ok(t) => t,
-                Err(outcome) => return (outcome, None),
-            },
+            Some(attrs) => {
+                match token_for(attrs, &p.spec.name, workload, self.log_failures).await {
+                    Ok(t) => t,
+                    Err(outcome) => return (outcome, None),
+                }
+            }
         };
         let sa_key = token
             .as_ref()
@@ -335,6 +382,7 @@ impl Providers {
             if let Some(e) = cache.get(&cache_key(base, &sa_key))
                 && e.expires > now
             {
+                tracing::debug!(provider = %p.spec.name, image, key_type = ?key_type, key = base, "credential provider answer from its cache");
                 return (
                     ProviderOutcome::Answered {
                         key_type,
@@ -351,10 +399,17 @@ impl Providers {
             service_account_token: token.as_ref().map(|t| &t.token),
             service_account_annotations: token.as_ref().map(|t| &t.annotations),
         };
-        let response = match self.runner.run(&p.spec, &request, self.timeout).await {
+        let started = Instant::now();
+        let result = self.runner.run(&p.spec, &request, self.timeout).await;
+        tracing::debug!(provider = %p.spec.name, image, elapsed_ms = started.elapsed().as_millis() as u64, ok = result.is_ok(), "credential provider plugin ran");
+        let response = match result {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(provider = %p.spec.name, image, error = %e, "credential provider gave no credentials");
+                if self.log_failures {
+                    tracing::warn!(provider = %p.spec.name, image, error = %e, "credential provider gave no credentials");
+                } else {
+                    tracing::debug!(provider = %p.spec.name, image, error = %e, "credential provider gave no credentials");
+                }
                 return (ProviderOutcome::Failed(e), None);
             }
         };
@@ -402,6 +457,7 @@ async fn token_for(
     attrs: &TokenAttributes,
     provider: &str,
     workload: Option<&Workload>,
+    log_failures: bool,
 ) -> Result<Option<TokenParts>, ProviderOutcome> {
     let Some(w) = workload else {
         return Err(ProviderOutcome::NoToken(format!(
@@ -447,7 +503,9 @@ async fn token_for(
         .token(&w.namespace, sa, &attrs.audience)
         .await
         .map_err(|e| {
-            tracing::warn!(provider, namespace = %w.namespace, service_account = sa, error = %e, "no ServiceAccount token for a token-mode credential provider");
+            if log_failures {
+                tracing::warn!(provider, namespace = %w.namespace, service_account = sa, error = %e, "no ServiceAccount token for a token-mode credential provider");
+            }
             ProviderOutcome::NoToken(e)
         })?;
     let mut key = length_prefixed(&[&w.namespace, sa, &info.uid]);
@@ -493,7 +551,7 @@ pub fn fuzz_decoders(
         .map(|api| {
             exec::decode("fuzz", api, response)
                 .map(|r| r.auth.iter().count())
-                .map_err(|e| e.to_string())
+                .map_err(|e| exec::redacted(e, response).to_string())
         })
         .collect();
     (specs, answers)

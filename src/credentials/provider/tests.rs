@@ -342,12 +342,12 @@ async fn a_broken_plugin_gives_nothing_and_says_why_in_one_line() {
     assert_eq!(
         lines,
         [
-            "credential provider hang (matchImages r.io): credential provider hang: no answer within 1.5 s; the plugin was stopped".to_string(),
-            "credential provider fail (matchImages r.io): credential provider fail: failed (exit status: 1): AccessDeniedException: not authorized to perform ecr:GetAuthorizationToken".into(),
-            format!("credential provider flood (matchImages r.io): credential provider flood: printed more than {} bytes; the answer was not used", exec::STDOUT_LIMIT),
-            "credential provider garbage (matchImages r.io): credential provider garbage: the answer is not a CredentialProviderResponse (invalid JSON at line 1 column 10); the answer was not used".into(),
-            "credential provider old (matchImages r.io): credential provider old: answered apiVersion \"credentialprovider.kubelet.k8s.io/v1beta1\", but its config says credentialprovider.kubelet.k8s.io/v1; the answer was not used".into(),
-            format!("credential provider missing (matchImages r.io): credential provider missing: cannot run {bin}/missing: No such file or directory (os error 2); put the plugin in --image-credential-provider-bin-dir"),
+            "credential provider hang: no answer within 1.5 s; the plugin was stopped".to_string(),
+            "credential provider fail: failed (exit status: 1): AccessDeniedException: not authorized to perform ecr:GetAuthorizationToken".into(),
+            format!("credential provider flood: printed more than {} bytes; the answer was not used", exec::STDOUT_LIMIT),
+            "credential provider garbage: the answer is not a CredentialProviderResponse (invalid JSON at line 1 column 10); the answer was not used".into(),
+            "credential provider old: answered apiVersion \"credentialprovider.kubelet.k8s.io/v1beta1\", but its config says credentialprovider.kubelet.k8s.io/v1; the answer was not used".into(),
+            format!("credential provider missing: cannot run {bin}/missing: No such file or directory (os error 2); put the plugin in --image-credential-provider-bin-dir"),
         ]
     );
     assert!(lines.iter().all(|l| !l.contains("s3cr3t")));
