@@ -21,8 +21,11 @@
 //!
 //! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
 //! `providers` runs more chart releases, with `credentialProviders` values, the same way.
+//! `watch` applies the chart's watch objects (`watch.enabled=true`) and runs `pullcheck watch`
+//! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
 mod providers;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
