@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Helm chart and `pullcheck webhook` against a real kube-apiserver.
+# The Helm chart, `pullcheck webhook` and `pullcheck watch` against a real kube-apiserver.
 #
 #   scripts/apiserver-e2e.sh [cargo test filter/args...]
 #

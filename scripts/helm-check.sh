@@ -83,6 +83,8 @@ LINT_SETS = {
     "external": ["--set", "tls.mode=external", "--set", "tls.caBundle=PEM"],
     "rbac namespaces": ["--set", "rbac.scope=namespaces", "--set", "rbac.namespaces={team-a,team-b}"],
     "prePull + serviceMonitor": ["--set", "prePull.enabled=true", "--set", "serviceMonitor.enabled=true"],
+    "watch": ["--set", "watch.enabled=true", "--set", "serviceMonitor.enabled=true"],
+    "watch alone": ["--set", "webhook.enabled=false", "--set", "watch.enabled=true"],
     "webhook disabled": ["--set", "webhook.enabled=false"],
     "url mode": ["--set", "webhook.url=https://127.0.0.1:8443"],
     "credential providers with token requests": [
@@ -481,6 +483,93 @@ check("providers without a plugin image fails", render_values(
     expect_error="credentialProviders.pluginImage.repository is empty") is None)
 check("schema rejects an unknown credentialProviders key", render_values(
     providers(tokenRequest={"enabled": True}), expect_error="additional properties") is None)
+
+# ---- watch ---------------------------------------------------------------------------
+check("watch off by default: no watch objects",
+      not [d for d in render() or [] if d["metadata"]["name"].endswith("-watch")])
+docs = render("--set", "watch.enabled=true") or []
+w = [d for d in docs if d["metadata"]["name"] == "pc-pullcheck-watch"]
+check("watch: ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment, Service",
+      sorted(d["kind"] for d in w) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
+                                        "ServiceAccount"], sorted(d["kind"] for d in w))
+wk = kinds(docs)
+check("watch: the webhook's objects stay as they are", wk == {
+    "Deployment": 2, "Service": 2, "ServiceAccount": 2, "ClusterRole": 2,
+    "ClusterRoleBinding": 2, "Secret": 1, "PodDisruptionBudget": 1,
+    "ValidatingWebhookConfiguration": 1, "MutatingWebhookConfiguration": 1}, wk)
+wdep = next(d for d in w if d["kind"] == "Deployment")
+wspec = wdep["spec"]["template"]["spec"]
+wc = wspec["containers"][0]
+check("watch: one replica by default", wdep["spec"]["replicas"] == 1)
+check("watch: same image as the webhook", wc["image"] == "ghcr.io/pullcheck/pullcheck:0.1.0", wc["image"])
+check("watch: default args (listen, rate limit, the webhook's opt-in label)", wc["args"] == [
+    "watch", "--listen=0.0.0.0:8080", "--max-deletions-per-minute=30",
+    "--namespace-label=pullcheck.io/enabled=true"], wc["args"])
+check("watch: runs as its own ServiceAccount", wspec["serviceAccountName"] == "pc-pullcheck-watch")
+check("watch: probes over http on /healthz and /readyz",
+      wc["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+      and wc["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"})
+check("watch: restricted securityContext", wc["securityContext"].get("readOnlyRootFilesystem") is True
+      and wspec["securityContext"].get("runAsNonRoot") is True)
+check("watch: resources set", wc["resources"].get("requests") and wc["resources"].get("limits"))
+webhook_sel = one([d for d in docs if d["metadata"]["name"] == "pc-pullcheck"], "Service")["spec"]["selector"]
+wlabels = wdep["spec"]["template"]["metadata"]["labels"]
+check("watch: its pods are not selected by the webhook's Service and PDB",
+      not all(wlabels.get(k) == v for k, v in webhook_sel.items()), (webhook_sel, wlabels))
+wsvc = next(d for d in w if d["kind"] == "Service")
+check("watch: Service selects the watch pods, port metrics",
+      wsvc["spec"]["selector"] == wdep["spec"]["selector"]["matchLabels"]
+      and wsvc["spec"]["ports"][0]["targetPort"] == "metrics")
+rules = next(d for d in w if d["kind"] == "ClusterRole")["rules"]
+got = sorted((r["resources"][0], tuple(sorted(r["verbs"]))) for r in rules
+             if r["apiGroups"] == [""] and len(r["resources"]) == 1)
+check("watch RBAC: exactly pods get/list/watch/delete, pods/status patch, events create/patch, namespaces get",
+      len(got) == len(rules) and got == [
+          ("events", ("create", "patch")), ("namespaces", ("get",)),
+          ("pods", ("delete", "get", "list", "watch")), ("pods/status", ("patch",))], rules)
+crb = next(d for d in w if d["kind"] == "ClusterRoleBinding")
+check("watch RBAC: bound to the watch's ServiceAccount",
+      crb["roleRef"]["name"] == "pc-pullcheck-watch"
+      and crb["subjects"] == [{"kind": "ServiceAccount", "name": "pc-pullcheck-watch", "namespace": NS}])
+
+docs = render("--set", "watch.enabled=true", "--set", "watch.dryRun=true",
+              "--set", "watch.transientGraceSeconds=120", "--set", "watch.maxDeletionsPerMinute=5",
+              "--set", "watch.namespaceLabel=", "--set", "watch.replicas=2",
+              "--set", "watch.extraArgs={--once}",
+              "--set-json", 'registry.hostsToml={"docker.io":"server = \\"https://registry-1.docker.io\\""}') or []
+wdep = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "pc-pullcheck-watch"][0]
+wspec = wdep["spec"]["template"]["spec"]
+check("watch: values reach the args (no label: every namespace)", wspec["containers"][0]["args"] == [
+    "watch", "--listen=0.0.0.0:8080", "--max-deletions-per-minute=5", "--transient-grace=120",
+    "--dry-run", "--hosts-dir=/etc/pullcheck/certs.d", "--once"], wspec["containers"][0]["args"])
+check("watch: replicas", wdep["spec"]["replicas"] == 2)
+check("watch: registry.hostsToml mounted as the hosts dir",
+      wspec["volumes"] == [{"name": "hosts", "configMap": {"name": "pc-pullcheck-hosts",
+                            "items": [{"key": "docker.io", "path": "docker.io/hosts.toml"}]}}]
+      and wspec["containers"][0]["volumeMounts"][0]["mountPath"] == "/etc/pullcheck/certs.d")
+
+docs = render("--set", "webhook.enabled=false", "--set", "watch.enabled=true",
+              "--set-json", 'registry.hostsToml={"r.io":"server = \\"https://r.io\\""}') or []
+k = kinds(docs)
+check("watch alone (webhook off): the watch objects and the hosts ConfigMap only", k == {
+    "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
+    "ConfigMap": 1}, k)
+docs = render("--set", "watch.enabled=true", "--set", "serviceMonitor.enabled=true") or []
+sms = [d for d in docs if d["kind"] == "ServiceMonitor"]
+check("watch + serviceMonitor: a second ServiceMonitor on http /metrics",
+      len(sms) == 2 and any(s["metadata"]["name"] == "pc-pullcheck-watch"
+                            and s["spec"]["endpoints"][0]["scheme"] == "http"
+                            and s["spec"]["endpoints"][0]["port"] == "metrics" for s in sms))
+docs = render("--set", "watch.enabled=true", "--set", "watch.rbac.create=false",
+              "--set", "watch.serviceAccount.create=false", "--set", "watch.serviceAccount.name=mine") or []
+w = [d for d in docs if d["metadata"]["name"].endswith("-watch")]
+check("watch with rbac and serviceAccount off: Deployment and Service only, named ServiceAccount",
+      sorted(d["kind"] for d in w) == ["Deployment", "Service"]
+      and [d for d in w if d["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["serviceAccountName"] == "mine")
+check("schema rejects a namespaceLabel without =",
+      render("--set", "watch.namespaceLabel=team", expect_error="does not match pattern") is None)
+check("schema rejects a non-numeric transientGraceSeconds",
+      render("--set", "watch.transientGraceSeconds=soon", expect_error="transientGraceSeconds") is None)
 
 # ---- schema --------------------------------------------------------------------------
 check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)

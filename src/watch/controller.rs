@@ -132,9 +132,18 @@ pub(crate) fn why_text(why: &Why) -> String {
         Why::TransientGraceOff => {
             "a transient failure and --transient-grace is off; the kubelet keeps retrying".into()
         }
-        Why::NotAJob { owner, verdict } => format!(
-            "{} but the pod's controller is {owner:?}, not a batch/v1 Job: deleting it would only make its controller recreate it; nothing done",
+        // A bare pod has nobody to recreate it: deleting it would only lose it.
+        Why::NotAJob {
+            owner: Owner::BarePod,
+            verdict,
+        } => format!(
+            "{} but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done",
             verdict.as_str()
+        ),
+        Why::NotAJob { owner, verdict } => format!(
+            "{} but the pod's controller is {}, not a batch/v1 Job: deleting it would only make its controller recreate it; nothing done",
+            verdict.as_str(),
+            owner.describe()
         ),
     }
 }
@@ -302,17 +311,16 @@ impl Controller {
     }
 
     async fn in_scope(&mut self, namespace: &str) -> bool {
-        let Some((key, value)) = self.settings.namespace_label.clone() else {
+        if self.settings.namespace_label.is_none() {
             return true;
-        };
+        }
         if let Some((at, ok)) = self.namespaces.get(namespace)
             && at.elapsed() < NAMESPACE_TTL
         {
             return *ok;
         }
-        let ok = match self.api.namespace_labels(namespace).await {
-            Ok(Some(labels)) => labels.get(&key).and_then(Value::as_str) == Some(value.as_str()),
-            Ok(None) => false,
+        let ok = match namespace_in_scope(&self.api, &self.settings, namespace).await {
+            Ok(ok) => ok,
             Err(e) => {
                 tracing::warn!(namespace, error = %e, "cannot read the namespace's labels; skipping its pods for now");
                 return false;
@@ -538,6 +546,22 @@ impl Controller {
     }
 }
 
+/// `--namespace-label`: the namespace carries the label (always true without one; a
+/// namespace that doesn't exist is out of scope).
+pub(crate) async fn namespace_in_scope(
+    api: &WatchApi,
+    settings: &Settings,
+    namespace: &str,
+) -> Result<bool, ApiError> {
+    let Some((key, value)) = &settings.namespace_label else {
+        return Ok(true);
+    };
+    Ok(api
+        .namespace_labels(namespace)
+        .await?
+        .is_some_and(|labels| labels.get(key).and_then(Value::as_str) == Some(value.as_str())))
+}
+
 /// The pod's pullcheck condition was set at least `age` ago (by its `lastTransitionTime`).
 fn marked_before(pod: &Value, age: Duration) -> bool {
     let Some(at) = pod
@@ -568,6 +592,27 @@ mod tests {
             namespace_label: None,
             hosts_dir: None,
         }
+    }
+
+    #[test]
+    fn not_a_job_names_the_owner_in_words() {
+        let rs = why_text(&Why::NotAJob {
+            owner: Owner::ReplicaSet,
+            verdict: Verdict::NotFound,
+        });
+        assert_eq!(
+            rs,
+            "not_found but the pod's controller is a ReplicaSet (a Deployment's), not a batch/v1 Job: deleting it would only make its controller recreate it; nothing done"
+        );
+        // A bare pod has no controller to recreate it (the text once said "controller is BarePod").
+        let bare = why_text(&Why::NotAJob {
+            owner: Owner::BarePod,
+            verdict: Verdict::NotFound,
+        });
+        assert_eq!(
+            bare,
+            "not_found but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done"
+        );
     }
 
     #[test]

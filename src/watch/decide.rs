@@ -57,6 +57,19 @@ impl Owner {
             Some(_) => Owner::Other,
         }
     }
+
+    /// The controller in words, for Event messages (`the pod's controller is …`).
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Owner::Job => "a batch/v1 Job",
+            Owner::KubeflowV1 => "a kubeflow.org/v1 operator's job",
+            Owner::ReplicaSet => "a ReplicaSet (a Deployment's)",
+            Owner::StatefulSet => "a StatefulSet",
+            Owner::DaemonSet => "a DaemonSet",
+            Owner::BarePod => "none (a bare Pod)",
+            Owner::Other => "not a batch/v1 Job",
+        }
+    }
 }
 
 /// Everything [`decide`] looks at. No I/O happened to build it except the controller's own.

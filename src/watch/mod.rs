@@ -19,6 +19,7 @@ pub(crate) mod pod;
 #[cfg(test)]
 mod recorded;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,19 +36,34 @@ pub(crate) use controller::Settings;
 use controller::{Assessment, assess, explain_failure, why_text};
 use decide::Decision;
 
-/// What `--once` found: one assessment per failing Pending pod.
+/// What `--once` found: one assessment per failing Pending pod in scope (the same
+/// `--namespace-label` scope as the running watch).
 pub(crate) async fn once(
     api: &api::WatchApi,
     settings: &Settings,
 ) -> Result<Vec<Assessment>, api::ApiError> {
     let (pods, _) = api.list_pending().await?;
     let now = SystemTime::now();
-    Ok(pods
+    let mut scope: HashMap<String, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for f in pods
         .iter()
         .filter_map(pod::finding)
-        .filter(|f| !f.terminating && !f.skipped)
-        .filter_map(|f| assess(f, settings, now, now))
-        .collect())
+        .filter(|f| !f.terminating && !f.skipped && f.failure.is_some())
+    {
+        let in_scope = match scope.get(&f.pod.namespace) {
+            Some(ok) => *ok,
+            None => {
+                let ok = controller::namespace_in_scope(api, settings, &f.pod.namespace).await?;
+                scope.insert(f.pod.namespace.clone(), ok);
+                ok
+            }
+        };
+        if in_scope {
+            out.extend(assess(f, settings, now, now));
+        }
+    }
+    Ok(out)
 }
 
 fn decision_text(a: &Assessment) -> (String, String) {

@@ -21,8 +21,11 @@
 //!
 //! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
 //! `providers` runs more chart releases, with `credentialProviders` values, the same way.
+//! `watch` applies the chart's watch objects (`watch.enabled=true`) and runs `pullcheck watch`
+//! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
 mod providers;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -994,8 +997,14 @@ fn transient_restart_rules_are_accepted_kept_and_validated_by_the_apiserver() {
         );
         if restart_policy == "Never" {
             let rules = &stored["spec"]["podFailurePolicy"]["rules"];
-            assert_eq!(rules[1]["action"], "Count", "{rules}");
-            assert_eq!(rules[1]["onExitCodes"]["values"], json!([20]));
+            // Since the watch's condition rule went first (index 0), the Count rule for
+            // the transient exit code is the third: FailJob condition, FailJob exit codes, Count.
+            assert_eq!(
+                rules[0]["onPodConditions"][0]["type"], "pullcheck.io/ImagePullFailed",
+                "{rules}"
+            );
+            assert_eq!(rules[2]["action"], "Count", "{rules}");
+            assert_eq!(rules[2]["onExitCodes"]["values"], json!([20]));
         } else {
             assert!(stored["spec"].get("podFailurePolicy").is_none());
         }

@@ -301,3 +301,28 @@ port or IPv6 brackets): "registry:5000" → "registry_5000". */}}
 {{- define "pullcheck.serviceAccountUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "pullcheck.serviceAccountName" .) }}
 {{- end }}
+
+{{/* The watch ---------------------------------------------------------------------- */}}
+
+{{/* Its own name label, so the webhook's Service, PodDisruptionBudget and spread
+constraints (which select on pullcheck.selectorLabels) never pick the watch's pods. */}}
+{{- define "pullcheck.watchSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "pullcheck.name" . }}-watch
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: watch
+{{- end }}
+
+{{- define "pullcheck.watchLabels" -}}
+helm.sh/chart: {{ include "pullcheck.chart" . }}
+{{ include "pullcheck.watchSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pullcheck.watchServiceAccountName" -}}
+{{- if .Values.watch.serviceAccount.create }}
+{{- default (printf "%s-watch" (include "pullcheck.fullname" .)) .Values.watch.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.watch.serviceAccount.name }}
+{{- end }}
+{{- end }}

@@ -34,6 +34,23 @@ pub fn start_with_env<S: AsRef<std::ffi::OsStr>>(
     rust_log: &str,
     env: &[(&str, &str)],
 ) -> Webhook {
+    start_listening(args, rust_log, env, LISTENING)
+}
+
+/// Run `pullcheck watch <args…>` and wait until it serves; `base` is `http://ADDR`.
+pub fn start_watch<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Webhook {
+    start_listening(args, rust_log, &[], WATCH_LISTENING)
+}
+
+/// What `pullcheck watch` prints once bound (then `http://ADDR`, maybe ` (dry run)`).
+const WATCH_LISTENING: &str = "pullcheck watch: listening on ";
+
+fn start_listening<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    rust_log: &str,
+    env: &[(&str, &str)],
+    listening: &'static str,
+) -> Webhook {
     let mut cmd = process::pullcheck();
     cmd.args(args)
         .envs(env.iter().copied())
@@ -48,7 +65,8 @@ pub fn start_with_env<S: AsRef<std::ffi::OsStr>>(
         let log = stderr.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix(LISTENING) {
+                if let Some(addr) = line.strip_prefix(listening) {
+                    let addr = addr.split_whitespace().next().unwrap_or_default();
                     let _ = tx.send(addr.to_string());
                 }
                 let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
