@@ -523,9 +523,9 @@ check("watch: Service selects the watch pods, port metrics",
 rules = next(d for d in w if d["kind"] == "ClusterRole")["rules"]
 got = sorted((r["resources"][0], tuple(sorted(r["verbs"]))) for r in rules
              if r["apiGroups"] == [""] and len(r["resources"]) == 1)
-check("watch RBAC: exactly pods get/list/watch/delete, pods/status patch, events create/patch, namespaces get",
+check("watch RBAC: exactly pods get/list/watch/delete, pods/status patch, events create/patch/list, namespaces get",
       len(got) == len(rules) and got == [
-          ("events", ("create", "patch")), ("namespaces", ("get",)),
+          ("events", ("create", "list", "patch")), ("namespaces", ("get",)),
           ("pods", ("delete", "get", "list", "watch")), ("pods/status", ("patch",))], rules)
 crb = next(d for d in w if d["kind"] == "ClusterRoleBinding")
 check("watch RBAC: bound to the watch's ServiceAccount",
