@@ -22,7 +22,16 @@ target=$(realpath "${CARGO_TARGET_DIR:-target}")
 mkdir -p "$target"
 log=$target/demo-build.log
 t0=$SECONDS
-if ! cargo build --locked --bin pullcheck >"$log" 2>&1; then
+cargo build --locked --bin pullcheck >"$log" 2>&1 &
+build=$!
+# A line every 30 s, so a cold build (minutes) doesn't look like a hang.
+while kill -0 "$build" 2>/dev/null; do
+  for _ in $(seq 1 60); do kill -0 "$build" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$build" 2>/dev/null; then
+    echo "   still building ($((SECONDS - t0)) s; $(grep -c '^ *Compiling' "$log" || true) crates compiled so far)"
+  fi
+done
+if ! wait "$build"; then
   cat "$log" >&2
   echo "demo: the build failed (log above, also in $log)" >&2
   exit 1

@@ -59,7 +59,8 @@ into the binary (repeatable). SSL_CERT_FILE is honoured too."
         help_heading = "Credentials",
         long_help = "Registry patterns (kubelet matchImages glob syntax) where the kubelet pulls \
 with node credential providers pullcheck can't see (ECR, Artifact Registry, ACR): there verdict \
-14 becomes a pass with a warning. Repeatable; default: *.dkr.ecr.*.amazonaws.com, \
+14 becomes a pass with a warning. Where --image-credential-provider-config has a provider for \
+the image, the provider decides instead. Repeatable; default: *.dkr.ecr.*.amazonaws.com, \
 *.dkr.ecr.*.amazonaws.com.cn, *-docker.pkg.dev, gcr.io, *.gcr.io, *.azurecr.io, *.azurecr.cn. \
 'none' disables."
     )]
@@ -74,8 +75,10 @@ with node credential providers pullcheck can't see (ECR, Artifact Registry, ACR)
         long_help = "The kubelet's --image-credential-provider-config: a CredentialProviderConfig \
 (kubelet.config.k8s.io v1, v1beta1 or v1alpha1; JSON or YAML), or a directory of *.json, \
 *.yaml, *.yml files merged in name order. Matching plugins (ecr-credential-provider, \
-auth-provider-gcp, acr-credential-provider) run after pull secrets and the docker config, \
-with the kubelet's exec protocol and cache rules; see docs/credential-providers.md."
+auth-provider-gcp, acr-credential-provider) run last, after the pull secrets (and, outside \
+the webhook, the docker config), with the kubelet's exec protocol and cache rules; each run \
+gets half the deadline (--timeout, the webhook's --budget), at most the kubelet's minute. \
+See docs/credential-providers.md."
     )]
     pub image_credential_provider_config: Option<PathBuf>,
 

@@ -27,14 +27,36 @@ Examples:
   PROGRAM check --pull-secrets /var/run/secrets/pullcheck registry.example.com/team/app:v2
   PROGRAM check --platform linux/arm64 --output json nginx:1.27
   PROGRAM explain --pull-secrets ./regcred.json registry.example.com:5000/app:v1
+  PROGRAM check --image-credential-provider-config /etc/eks/image-credential-provider/config.json \\
+      --image-credential-provider-bin-dir /etc/eks/image-credential-provider \\
+      123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app:v1
   PROGRAM scan -f job.yaml
   PROGRAM inject --fail-fast -f job.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml
+  PROGRAM watch --once -o json
   PROGRAM completion bash > /etc/bash_completion.d/pullcheck";
 
 fn after_help() -> String {
     after_help_for("pullcheck")
 }
+
+/// `pullcheck webhook --help`'s examples (the chart passes these flags).
+const WEBHOOK_EXAMPLES: &str = "\
+Examples:
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --mode warn
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --fail-fast --transient restart
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key \\
+      --image-credential-provider-config /etc/pullcheck/credential-providers/config.yaml \\
+      --image-credential-provider-bin-dir /credential-providers/bin
+  helm install pullcheck charts/pullcheck -n pullcheck-system --create-namespace";
+
+/// `pullcheck watch --help`'s examples.
+const WATCH_EXAMPLES: &str = "\
+Examples:
+  pullcheck watch --once                     # what it would do now, in a table
+  pullcheck watch --dry-run                  # run, log, count; change nothing
+  pullcheck watch --namespace-label pullcheck.io/enabled=true --transient-grace 600
+  helm upgrade pullcheck charts/pullcheck --set watch.enabled=true";
 
 /// The examples and the exit-code table, for `program` (`pullcheck`, or `kubectl pullcheck`
 /// when run as a kubectl plugin).
@@ -79,8 +101,10 @@ pub(crate) enum Command {
     /// Report what keeps a broken image from failing fast (exit 30 with --strict).
     Lint(lint::LintArgs),
     /// Serve the admission webhook (validate and mutate workloads).
+    #[command(after_long_help = WEBHOOK_EXAMPLES)]
     Webhook(Box<webhook::WebhookArgs>),
     /// Fail Jobs whose pods the kubelet can't pull images for (a controller).
+    #[command(after_long_help = WATCH_EXAMPLES)]
     Watch(Box<watch::WatchArgs>),
     /// Print a shell completion script.
     Completion {
