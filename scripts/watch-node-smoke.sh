@@ -31,6 +31,7 @@ get() { sed -n "s/^$2=//p" "$T/work/results/$1"; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "-" && a + 0 <= b + 0) }'; }
 has() { case $1 in *"$2"*) return 0 ;; *) return 1 ;; esac; }
 
+scripts/deps.sh static image smoke cluster
 FF_SCENARIOS="9a 9b 9e" FF_WORK="$T/work" FF_OUT="$T/results.md" FF_DATA="$T/timeline.csv" \
   FF_CHART="$T/timeline.svg" "$ROOT/scripts/fail-fast-scenarios.sh"
 
