@@ -645,6 +645,15 @@ n_events() { # NS REASON -> how many pullcheck-watch Events with that reason
 }
 # node time held: the seconds between samples with requests held in the scenario's namespace
 held_s() { awk -F'\t' 'NR > 1 && pc > 0 { s += $1 - pt } { pt = $1; pc = $6 } END { printf "%.0f", s }' "$1"; }
+# deleted_seen NS SAMPLES -> how many of the pods in the samples the watch deleted (a pod of an
+# earlier run's leftover Job of the same name does not count)
+deleted_seen() {
+  local sfx n=0
+  for sfx in $(cut -f5 "$2" | tr ';' '\n' | sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' | sort -u); do
+    grep -F "pod=$1/" "$WORK/watch.log" | grep -qF -- "-$sfx deleted=true" && n=$((n + 1))
+  done
+  echo "$n"
+}
 n_pods_seen() { cut -f5 "$1" | tr ';' '\n' | sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' | sort -u | wc -l; }
 # The FailJob rule for the watch's condition, as inject --fail-fast writes it (JSON)
 watch_rule() {
@@ -753,7 +762,7 @@ s9c_report() {
   local ns=ff-s9c T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN
   # shellcheck disable=SC1091
   . "$WORK/s9c.result"
-  local held deleted; held=$(held_s "$WORK/s9c.tsv"); deleted=$(grep -F "pod=$ns/" "$WORK/watch.log" | grep -cF "pod deleted" || true)
+  local held deleted; held=$(held_s "$WORK/s9c.tsv"); deleted=$(deleted_seen $ns "$WORK/s9c.tsv")
   row "9c" "\`pullcheck watch\`; plain Job, restartPolicy Never, **backoffLimit 6, no rule**; 200m / 256Mi; tag does not exist; sampled every 1 s" \
     "**$FIN** after $PODS pods ($deleted deleted by the watch): $(printf '%s' "$COND" | md_escape)" \
     "**${T_FIN} s**; requests held **${held} s** in all (node time of the $PODS pods)" "$(timeline "$WORK/s9c.tsv" | md_escape)" \
@@ -876,7 +885,7 @@ s9i_report() {
   local ns=ff-s9i T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN
   # shellcheck disable=SC1091
   . "$WORK/s9i.result"
-  local held deleted; held=$(held_s "$WORK/s9i.tsv"); deleted=$(grep -F "pod=$ns/" "$WORK/watch.log" | grep -cF "pod deleted" || true)
+  local held deleted; held=$(held_s "$WORK/s9i.tsv"); deleted=$(deleted_seen $ns "$WORK/s9i.tsv")
   row "9i" "\`pullcheck watch\`; plain Job, **restartPolicy OnFailure**, backoffLimit 6; 200m / 256Mi; tag does not exist; sampled every 1 s" \
     "**$FIN** after $PODS pods ($deleted deleted by the watch): $(printf '%s' "$COND" | md_escape)" \
     "**${T_FIN} s**; requests held **${held} s** in all" "$(timeline "$WORK/s9i.tsv" | md_escape)" \
