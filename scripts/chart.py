@@ -27,7 +27,7 @@ LANES = [
     ("1", "No pullcheck"),
     ("2", "With the init container (pullcheck inject: checks the image before the app starts)"),
     ("7", "With the admission webhook (pullcheck webhook: rejects the Job at kubectl create)"),
-    # The runtime watch gets its lane here once the harness records a watch scenario.
+    ("9a", "With the watch (pullcheck watch: deletes the plain Job's stuck pod, no inject)"),
 ]
 
 W = 800

@@ -23,7 +23,7 @@ declare -A groups=(
   [static]="musl-gcc:musl-tools file:file"
   [image]="jq:jq file:file skopeo:skopeo"
   [smoke]="runc:runc skopeo:skopeo docker-registry:docker-registry jq:jq openssl:openssl curl:curl ip:iproute2"
-  [cluster]="busybox:busybox-static musl-gcc:musl-tools ip:iproute2 jq:jq curl:curl"
+  [cluster]="busybox:busybox-static musl-gcc:musl-tools ip:iproute2 jq:jq curl:curl /usr/lib/cni/bridge:containernetworking-plugins"
   [bench]="hyperfine:hyperfine"
 )
 order=(registry test static image smoke cluster bench)

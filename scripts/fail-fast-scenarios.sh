@@ -27,17 +27,25 @@ OUT=${FF_OUT:-$ROOT/docs/fail-fast-results.md}
 DATA=${FF_DATA:-$ROOT/docs/fail-fast-data/timeline.csv}   # the chart's data (scripts/chart.py)
 CHART=${FF_CHART:-$ROOT/docs/fail-fast-timeline.svg}
 WORK=${FF_WORK:-/tmp/pullcheck-ff}
-SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8}
+SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8 9 10}
 BASELINE_WINDOW=${FF_BASELINE_WINDOW:-120}
 ONFAILURE_WINDOW=${FF_ONFAILURE_WINDOW:-1080}
 TDIR=${CARGO_TARGET_DIR:-target}
 case $TDIR in /*) ;; *) TDIR=$ROOT/$TDIR ;; esac
 PC=$TDIR/x86_64-unknown-linux-musl/release/pullcheck   # scripts/build-static.sh's output
 
+# shellcheck source=scripts/lib.sh
+. "$HERE/lib.sh"   # free_port, make_tls
+
 log() { printf '[fail-fast] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-has() { case " $SCENARIOS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# has ID: ID is selected; a letter-suffixed ID (9a, 10b) is also selected by its number alone
+has() {
+  case " $SCENARIOS " in *" $1 "*) return 0 ;; esac
+  case $1 in [0-9]*[a-z]*) case " $SCENARIOS " in *" ${1%%[a-z]*} "*) return 0 ;; esac ;; esac
+  return 1
+}
 
 rm -rf "$WORK"; mkdir -p "$WORK/rows" "$WORK/details" "$WORK/summary"
 started_cluster=
@@ -49,6 +57,10 @@ cleanup() {
   local rc=$?
   [ -z "${WEBHOOK_PID:-}" ] || kill "$WEBHOOK_PID" 2>/dev/null || true
   [ -z "${S6B_PID:-}" ] || kill "$S6B_PID" 2>/dev/null || true
+  [ -z "${S9C_PID:-}" ] || kill "$S9C_PID" 2>/dev/null || true
+  [ -z "${S9I_PID:-}" ] || kill "$S9I_PID" 2>/dev/null || true
+  [ -z "${S10C_PID:-}" ] || kill "$S10C_PID" 2>/dev/null || true
+  [ -z "${WATCH_PID:-}" ] || kill "$WATCH_PID" 2>/dev/null || true
   "$ROOT/scripts/cluster.sh" registry-start >/dev/null 2>&1 || true
   if [ -n "$started_cluster" ] && [ -z "${FF_KEEP_CLUSTER:-}" ]; then "$ROOT/scripts/cluster.sh" down || true; fi
   exit $rc
@@ -141,7 +153,10 @@ def cst: (if .state.waiting then "W:" + (.state.waiting.reason // "?")
       + (if ($conds|length) > 0 then " [" + ($conds | join(",")) + "]" else "" end) end),
     ([$mine[] | (.metadata.name | split("-") | last) + ":" + .status.phase
       + "(" + ([(.status.initContainerStatuses[]? | "init " + .name + "=" + cst),
-                (.status.containerStatuses[]? | .name + "=" + cst)] | join(" ")) + ")"] | join("; ")
+                (.status.containerStatuses[]? | .name + "=" + cst)] | join(" ")) + ")"
+      + (if any(.status.conditions[]?; .type == "pullcheck.io/ImagePullFailed" and .status == "True")
+         then " marked" else "" end)
+      + (if .metadata.deletionTimestamp then " deleting" else "" end)] | join("; ")
       | if . == "" then "no pods" else . end),
     ([$pods[] | live | select(.metadata.namespace == $ns) | eff("cpu")] | add // 0),
     ([$pods[] | live | select(.metadata.namespace == $ns) | eff("memory")] | add // 0 | floor),
@@ -564,6 +579,410 @@ s8() {
   "$HERE/cluster/kubeflow.sh" stop 2>/dev/null || true
 }
 
+# ---- scenarios 9 (pullcheck watch) and 10 (inject --transient restart) --------------------
+# The watch runs as a host process against the apiserver, with the token of a ServiceAccount
+# bound to the RBAC docs/watch.md lists, and acts only in namespaces labelled
+# pullcheck.io/watch=on (--namespace-label): every other scenario's namespace is outside it.
+WATCH_LABEL_KV=pullcheck.io/watch=on
+watch_start() { # [EXTRA WATCH ARGS...]
+  local cp=$PULLCHECK_CLUSTER_DIR/cp port i
+  # shellcheck disable=SC1091
+  . "$cp/env"
+  "${K[@]}" apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: pullcheck-watch}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: pullcheck-watch, namespace: pullcheck-watch}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: pullcheck-watch}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch, delete]}
+  - {apiGroups: [""], resources: [pods/status], verbs: [patch]}
+  - {apiGroups: [""], resources: [events], verbs: [create, patch]}
+  - {apiGroups: [batch], resources: [jobs], verbs: [get]}
+  - {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: pullcheck-watch}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: pullcheck-watch}
+subjects: [{kind: ServiceAccount, name: pullcheck-watch, namespace: pullcheck-watch}]
+YAML
+  "${K[@]}" -n pullcheck-watch create token pullcheck-watch --duration 3h >"$WORK/watch.token"
+  port=$(free_port)
+  WATCH_URL=http://127.0.0.1:$port
+  RUST_LOG=pullcheck=info setsid "$PC" watch --apiserver "$PULLCHECK_CP_SERVER" \
+    --apiserver-token-file "$WORK/watch.token" --apiserver-ca-file "$cp/pki/ca.crt" \
+    --namespace-label "$WATCH_LABEL_KV" --listen "127.0.0.1:$port" "$@" \
+    </dev/null >>"$WORK/watch.log" 2>&1 &
+  WATCH_PID=$!
+  for i in $(seq 1 100); do curl -fsS "$WATCH_URL/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  tail -20 "$WORK/watch.log" >&2; die "pullcheck watch not ready (log $WORK/watch.log)"
+}
+watch_stop() { [ -z "${WATCH_PID:-}" ] || { kill "$WATCH_PID" 2>/dev/null || true; wait "$WATCH_PID" 2>/dev/null || true; }; WATCH_PID=; }
+
+# epoch seconds of an RFC 3339 timestamp (the watch's log lines start with one)
+epoch() { date -d "$1" +%s.%N; }
+# watch_t NS PHRASE T0 -> seconds from T0 to the watch's first log line with PHRASE about a pod of NS, or -
+watch_t() {
+  local line; line=$(grep -F "pod=$1/" "$WORK/watch.log" | grep -F "$2" | head -1 | awk '{print $1}')
+  if [ -n "$line" ]; then rel "$3" "$(epoch "$line")"; else echo -; fi
+}
+# first ErrImagePull / ImagePullBackOff of any of the Job's pods, from the samples
+t_err() { first_t "$1" '$5 ~ /W:(ErrImagePull|ImagePullBackOff|InvalidImageName)/'; }
+# pullcheck-watch Events in NS: "Reason (object kind): message" per line
+watch_events() {
+  "${K[@]}" -n "$1" get events -o json | jq -r '[.items[] | select(.source.component == "pullcheck-watch")
+    | "\(.reason) on \(.involvedObject.kind): \(.message)"] | unique | join(" / ")'
+}
+n_events() { # NS REASON -> how many pullcheck-watch Events with that reason
+  "${K[@]}" -n "$1" get events -o json | jq --arg r "$2" '[.items[] | select(.source.component == "pullcheck-watch" and .reason == $r)] | length'
+}
+# node time held: the seconds between samples with requests held in the scenario's namespace
+held_s() { awk -F'\t' 'NR > 1 && pc > 0 { s += $1 - pt } { pt = $1; pc = $6 } END { printf "%.0f", s }' "$1"; }
+# deleted_seen NS SAMPLES -> how many of the pods in the samples the watch deleted (a pod of an
+# earlier run's leftover Job of the same name does not count)
+deleted_seen() {
+  local sfx n=0
+  for sfx in $(cut -f5 "$2" | tr ';' '\n' | sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' | sort -u); do
+    grep -F "pod=$1/" "$WORK/watch.log" | grep -qF -- "-$sfx deleted=true" && n=$((n + 1))
+  done
+  echo "$n"
+}
+n_pods_seen() { cut -f5 "$1" | tr ';' '\n' | sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' | sort -u | wc -l; }
+# The FailJob rule for the watch's condition, as inject --fail-fast writes it (JSON)
+watch_rule() {
+  job_yaml x x "$MISSING" Never 6 | "${INJECT[@]}" --fail-fast -f - 2>/dev/null |
+    kubectl create --dry-run=client -o json -f - |
+    jq -c '.spec.podFailurePolicy.rules[] | select(.onPodConditions)'
+}
+# an index whose only entry is linux/arm64 (the node is linux/amd64), pushed to DEST
+push_arm64_index() {
+  local dest=$1 w; w=$(mktemp -d "$WORK/arm.XXXXXX")
+  mkdir -p "$w/lay/blobs/sha256" "$w/root"
+  echo arm64 >"$w/root/ARCH"
+  tar -C "$w/root" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$w/layer.tar" .
+  blob() { local d; d=$(sha256sum "$1" | cut -d' ' -f1); cp "$1" "$w/lay/blobs/sha256/$d"; echo "$d"; }
+  local layer cfg man idx
+  layer=$(blob "$w/layer.tar")
+  jq -cnj --arg l "sha256:$layer" '{architecture:"arm64",os:"linux",config:{},rootfs:{type:"layers",diff_ids:[$l]}}' >"$w/config.json"
+  cfg=$(blob "$w/config.json")
+  jq -cnj --arg c "sha256:$cfg" --argjson cs "$(stat -c %s "$w/config.json")" --arg l "sha256:$layer" \
+    --argjson ls "$(stat -c %s "$w/layer.tar")" '{schemaVersion:2,mediaType:"application/vnd.oci.image.manifest.v1+json",
+      config:{mediaType:"application/vnd.oci.image.config.v1+json",digest:$c,size:$cs},
+      layers:[{mediaType:"application/vnd.oci.image.layer.v1.tar",digest:$l,size:$ls}]}' >"$w/manifest.json"
+  man=$(blob "$w/manifest.json")
+  jq -cnj --arg m "sha256:$man" --argjson s "$(stat -c %s "$w/manifest.json")" '{schemaVersion:2,
+    mediaType:"application/vnd.oci.image.index.v1+json",manifests:[{mediaType:"application/vnd.oci.image.manifest.v1+json",
+      digest:$m,size:$s,platform:{architecture:"arm64",os:"linux"}}]}' >"$w/index.json"
+  idx=$(blob "$w/index.json")
+  jq -cn --arg i "sha256:$idx" --argjson s "$(stat -c %s "$w/index.json")" '{schemaVersion:2,manifests:[{
+    mediaType:"application/vnd.oci.image.index.v1+json",digest:$i,size:$s,annotations:{"org.opencontainers.image.ref.name":"v1"}}]}' \
+    >"$w/lay/index.json"
+  echo '{"imageLayoutVersion":"1.0.0"}' >"$w/lay/oci-layout"
+  skopeo copy --quiet --all --dest-tls-verify=false "oci:$w/lay:v1" "docker://$dest"
+  rm -rf "$w"
+}
+
+# result ID KEY=VALUE...: machine-readable outcome for scripts/watch-node-smoke.sh
+result() { local id=$1; shift; mkdir -p "$WORK/results"; printf '%s\n' "$@" >"$WORK/results/$id"; }
+
+# run_watched ID NS JOB MANIFEST MAX: run_job, then T_ERR (first pull failure), T_MARK and T_DEL
+# (the watch's log), COND (Job condition), EVENTS (the watch's Events), PODS (pods created)
+run_watched() {
+  local id=$1 ns=$2 job=$3 f=$4 max=$5 t0
+  t0=$(now); "${K[@]}" create -f "$f" >/dev/null
+  watch "$ns" "$job" "$t0" "$max" "$WORK/$id.tsv"
+  T_FIN=$(first_t "$WORK/$id.tsv" '$2 != "-"')
+  T_FREE=$(awk -F'\t' 'held && $6 == 0 { print $1; exit } $6 > 0 { held = 1 }' "$WORK/$id.tsv"); T_FREE=${T_FREE:--}
+  FIN=$(tail -1 "$WORK/$id.tsv" | cut -f2)
+  T_DEL=$(watch_t "$ns" "pod deleted" "$t0")
+  # The watch deletes within milliseconds of the kubelet's report, often before a 0.5 s sample
+  # shows the ErrImagePull: the delete is then the best bound on the first failure.
+  T_ERR=$(t_err "$WORK/$id.tsv")
+  T_ERR=$(awk -v a="$T_ERR" -v b="$T_DEL" 'BEGIN { if (a == "-") print b; else if (b == "-" || a + 0 <= b + 0) print a; else print b }')
+  COND=$("${K[@]}" -n "$ns" get "${WATCH_RESOURCE:-job}" "$job" -o json 2>/dev/null | jq -r '
+    [.status.conditions[]? | select(.status == "True" and (.type == "Failed" or .type == "Complete"))
+     | "\(.type) \(.reason // ""): \(.message // "")"] | join("; ")' || true)
+  EVENTS=$(watch_events "$ns")
+  PODS=$(n_pods_seen "$WORK/$id.tsv")
+  T_ERR_FIN=$( [ "$T_ERR" != - ] && [ "$T_FIN" != - ] && awk -v a="$T_ERR" -v b="$T_FIN" 'BEGIN { printf "%.1f", b - a }' || echo -)
+}
+times_str() { # after run_watched: "**T_FIN s** (first ErrImagePull T_ERR s, deleted T_DEL s; ...)"
+  printf '**%s s** after create, **%s s** after the first ErrImagePull (at ≤ %s s); the watch deleted the pod at %s s; requests released at %s s' \
+    "$T_FIN" "$T_ERR_FIN" "$T_ERR" "$T_DEL" "$T_FREE"
+}
+
+s9a() {
+  local ns=ff-s9a f=$WORK/s9a.yaml
+  log "scenario 9a: watch; plain Job, backoffLimit 0, missing tag"
+  new_ns $ns $WATCH_LABEL_KV
+  job_yaml $ns plain "$MISSING" Never 0 >"$f"
+  run_watched s9a $ns plain "$f" 120
+  row "9a" "\`pullcheck watch\`; **plain Job, no inject**, restartPolicy Never, backoffLimit 0; 1 CPU / 2Gi; tag does not exist" \
+    "**$FIN**: $(printf '%s' "$COND" | md_escape); pods: $PODS" "$(times_str)" "$(timeline "$WORK/s9a.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | md_escape)" "$(alloc_str "$WORK/s9a.tsv")" "$(last_alloc "$WORK/s9a.tsv")"
+  summary 9a "**The watch, plain Job** (9a, backoffLimit 0, no inject): Failed at **${T_FIN} s**, ${T_ERR_FIN} s after the first ErrImagePull (${T_ERR} s); requests released at ${T_FREE} s."
+  save_detail 9a "Scenario 9a: the watch, plain Job, backoffLimit 0" $ns plain "$WORK/s9a.tsv" "$f" \
+    "Job condition: \`$COND\`. The watch's Events: \`$EVENTS\`."
+  result 9a "fin=$FIN" "reason=$(printf '%s' "$COND" | awk '{print $2}' | tr -d :)" "t_fin=$T_FIN" "t_err=$T_ERR" "pods=$PODS" "t_free=$T_FREE"
+}
+
+s9b() {
+  local ns=ff-s9b f=$WORK/s9b.yaml rule
+  log "scenario 9b: watch; backoffLimit 6 + the onPodConditions FailJob rule"
+  rule=$(watch_rule); [ -n "$rule" ] || die "inject --fail-fast wrote no onPodConditions rule"
+  new_ns $ns $WATCH_LABEL_KV
+  job_yaml $ns rule "$MISSING" Never 6 1 2Gi "  podFailurePolicy:
+    rules: [$rule]" >"$f"
+  run_watched s9b $ns rule "$f" 120
+  row "9b" "\`pullcheck watch\`; plain Job, restartPolicy Never, **backoffLimit 6 + only the onPodConditions rule** of \`inject --fail-fast\` (\`$rule\`); 1 CPU / 2Gi; tag does not exist" \
+    "**$FIN** after $PODS pod(s): $(printf '%s' "$COND" | md_escape)" "$(times_str)" "$(timeline "$WORK/s9b.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | md_escape)" "$(alloc_str "$WORK/s9b.tsv")" "$(last_alloc "$WORK/s9b.tsv")"
+  summary 9b "**The watch + the onPodConditions rule** (9b, backoffLimit 6): Failed at **${T_FIN} s** on the first pod ($PODS created), ${T_ERR_FIN} s after the first ErrImagePull, reason \`$(printf '%s' "$COND" | awk '{print $2}' | tr -d :)\`."
+  save_detail 9b "Scenario 9b: the watch, backoffLimit 6 + FailJob on the pod condition" $ns rule "$WORK/s9b.tsv" "$f" \
+    "Job condition: \`$COND\`. The watch's Events: \`$EVENTS\`."
+  result 9b "fin=$FIN" "reason=$(printf '%s' "$COND" | awk '{print $2}' | tr -d :)" "t_fin=$T_FIN" "t_err=$T_ERR" "pods=$PODS" "cond=$COND"
+}
+
+# 9c and 9i (OnFailure) retry for minutes: started in the background, reported at the end.
+s9c_start() {
+  local ns=ff-s9c f=$WORK/s9c.yaml
+  new_ns $ns $WATCH_LABEL_KV
+  job_yaml $ns retries "$MISSING" Never 6 200m 256Mi >"$f"
+  WATCH_EVERY=1 run_watched s9c $ns retries "$f" "$ONFAILURE_WINDOW"
+  declare -p T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN >"$WORK/s9c.result"
+}
+s9c_report() {
+  local ns=ff-s9c T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN
+  # shellcheck disable=SC1091
+  . "$WORK/s9c.result"
+  local held deleted; held=$(held_s "$WORK/s9c.tsv"); deleted=$(deleted_seen $ns "$WORK/s9c.tsv")
+  row "9c" "\`pullcheck watch\`; plain Job, restartPolicy Never, **backoffLimit 6, no rule**; 200m / 256Mi; tag does not exist; sampled every 1 s" \
+    "**$FIN** after $PODS pods ($deleted deleted by the watch): $(printf '%s' "$COND" | md_escape)" \
+    "**${T_FIN} s**; requests held **${held} s** in all (node time of the $PODS pods)" "$(timeline "$WORK/s9c.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | cut -c1-400 | md_escape)…" "$(alloc_str "$WORK/s9c.tsv")" "$(last_alloc "$WORK/s9c.tsv")"
+  summary 9c "**The watch without the rule** (9c, backoffLimit 6): $PODS pods, each deleted by the watch; Failed at **${T_FIN} s** (the Job controller's back-off between pods), the node held for **${held} s** in all."
+  save_detail 9c "Scenario 9c: the watch, backoffLimit 6 without the rule" $ns retries "$WORK/s9c.tsv" "$WORK/s9c.yaml" \
+    "Job condition: \`$COND\`. Requests held $held s in all (sum of 1-s sample intervals with requests held)."
+}
+
+s9e() {
+  local ns_plain=ff-s9e-plain ns_w=ff-s9e-watched i v ns f id text=""
+  log "scenario 9e: present image, plain vs watched namespace"
+  new_ns $ns_plain; new_ns $ns_w $WATCH_LABEL_KV
+  for i in 1 2; do
+    for v in plain watched; do
+      ns=ff-s9e-$v id=s9e-$v-$i f=$WORK/$id.yaml
+      job_yaml "$ns" "$v-$i" "$PRESENT" Never 0 >"$f"
+      run_job "$id" "$ns" "$v-$i" "$f" 120
+      eval "T9_${v}_$i=\$T_FIN F9_${v}_$i=\$FIN"
+      text+="run $i, $v: Job $FIN at **${T_FIN} s**<br>"
+    done
+  done
+  local d1 d2 ev; d1=$(awk -v a="$T9_plain_1" -v b="$T9_watched_1" 'BEGIN { printf "%+.1f", b - a }')
+  d2=$(awk -v a="$T9_plain_2" -v b="$T9_watched_2" 'BEGIN { printf "%+.1f", b - a }')
+  ev=$(watch_events $ns_w)
+  row "9e" "\`pullcheck watch\` running; present tag (cached); 4 plain Jobs in turn: outside the watch's namespaces, inside, outside, inside" \
+    "$F9_plain_1 / $F9_watched_1 / $F9_plain_2 / $F9_watched_2; watch Events: ${ev:-none}" \
+    "outside ${T9_plain_1} / ${T9_plain_2} s; watched ${T9_watched_1} / ${T9_watched_2} s; **difference ${d1} / ${d2} s**" \
+    "$(printf '%s' "$text" | md_escape)" "—" "$(alloc_str "$WORK/s9e-watched-1.tsv")" "$(last_alloc "$WORK/s9e-watched-2.tsv")"
+  summary 9e "**Present image under the watch** (9e): Jobs complete in ${T9_plain_1} / ${T9_plain_2} s outside and ${T9_watched_1} / ${T9_watched_2} s inside the watch's namespaces (${d1} / ${d2} s: the sampling noise; the watch writes nothing for a pod that pulls)."
+  result 9e "fin=$F9_plain_1,$F9_watched_1,$F9_plain_2,$F9_watched_2" "t=$T9_plain_1,$T9_watched_1,$T9_plain_2,$T9_watched_2" "events=${ev:-}"
+}
+
+s9f() {
+  local ns=ff-s9f f=$WORK/s9f.yaml down=${FF_OUTAGE:-30}
+  log "scenario 9f: watch at default; workload registry down ${down} s"
+  new_ns $ns $WATCH_LABEL_KV
+  # a tag the node has never pulled (work/app:v1 is cached there by now, and IfNotPresent
+  # would not pull it at all)
+  local img; img=$WREG/work/app:outage-$(date +%s)
+  skopeo copy --quiet --src-tls-verify=false --dest-tls-verify=false "docker://$PRESENT" "docker://$img"
+  job_yaml $ns outage "$img" Never 0 >"$f"
+  "$ROOT/scripts/cluster.sh" registry-stop
+  ( sleep "$down"; "$ROOT/scripts/cluster.sh" registry-start ) &
+  local restarter=$!
+  run_watched s9f $ns outage "$f" 240
+  wait $restarter || true
+  local notact; notact=$(n_events $ns PullcheckNotActing)
+  row "9f" "\`pullcheck watch\` at default (no \`--transient-grace\`); plain Job, backoffLimit 0; a tag present in the registry and not on the node, **workload registry stopped** before creation, started again at ${down} s" \
+    "**$FIN**: $(printf '%s' "$COND" | md_escape); pods: $PODS; deleted by the watch: $([ "$T_DEL" = - ] && echo none || echo "at $T_DEL s")" \
+    "${T_FIN} s (first pull failure ${T_ERR} s)" "$(timeline "$WORK/s9f.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | md_escape)" "$(alloc_str "$WORK/s9f.tsv")" "$(last_alloc "$WORK/s9f.tsv")"
+  summary 9f "**Registry down, watch at default** (9f): nothing deleted ($PODS pod, $notact PullcheckNotActing Event); the Job is $FIN at ${T_FIN} s after the registry came back at ${down} s (the kubelet's own pull back-off)."
+  save_detail 9f "Scenario 9f: registry down, the watch at default" $ns outage "$WORK/s9f.tsv" "$f" \
+    "Job condition: \`$COND\`. The watch's Events: \`$EVENTS\`."
+}
+
+s9g() {
+  local ns=ff-s9g f=$WORK/s9g.yaml img=$WREG/work/armonly:v1
+  log "scenario 9g: watch; an index without linux/amd64"
+  push_arm64_index "$img"
+  new_ns $ns $WATCH_LABEL_KV
+  job_yaml $ns armonly "$img" Never 0 >"$f"
+  run_watched s9g $ns armonly "$f" 120
+  row "9g" "\`pullcheck watch\`; plain Job, backoffLimit 0; image \`work/armonly:v1\`, an index with **linux/arm64 only** (node linux/amd64)" \
+    "**$FIN**: $(printf '%s' "$COND" | md_escape); pods: $PODS" "$(times_str)" "$(timeline "$WORK/s9g.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | md_escape)" "$(alloc_str "$WORK/s9g.tsv")" "$(last_alloc "$WORK/s9g.tsv")"
+  summary 9g "**Platform missing** (9g, arm64-only index): Failed at **${T_FIN} s**, ${T_ERR_FIN} s after the first ErrImagePull."
+  save_detail 9g "Scenario 9g: the watch, index without the node's platform" $ns armonly "$WORK/s9g.tsv" "$f" \
+    "Job condition: \`$COND\`. The watch's Events: \`$EVENTS\`."
+}
+
+s9h() {
+  local ns=ff-s9h f=$WORK/s9h.yaml window=${FF_NOT_ACTING_WINDOW:-30}
+  log "scenario 9h: watch; a Deployment with a missing tag (${window} s)"
+  new_ns $ns $WATCH_LABEL_KV
+  cat >"$f" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: $ns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, job-name: web}}
+    spec:
+      hostNetwork: true
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: main
+          image: $MISSING
+          resources:
+            requests: {cpu: 250m, memory: 256Mi}
+            limits: {cpu: 250m, memory: 256Mi}
+YAML
+  local t0; t0=$(now); "${K[@]}" create -f "$f" >/dev/null
+  # the pods carry job-name=web so the sampler follows them; there is no Job
+  watch $ns web "$t0" "$window" "$WORK/s9h.tsv"
+  local uids ev n deleting; uids=$("${K[@]}" -n $ns get pods -l app=web -o jsonpath='{.items[*].metadata.uid}' | wc -w)
+  deleting=$("${K[@]}" -n $ns get pods -l app=web -o json | jq '[.items[] | select(.metadata.deletionTimestamp)] | length')
+  ev=$(watch_events $ns); n=$(n_events $ns PullcheckNotActing)
+  local T_ERR; T_ERR=$(t_err "$WORK/s9h.tsv")
+  row "9h" "\`pullcheck watch\`; **a Deployment** (1 replica), missing tag, ${window} s window" \
+    "pods: $(n_pods_seen "$WORK/s9h.tsv") created, $uids now, $deleting terminating; deleted by the watch: $([ "$(watch_t $ns "pod deleted" "$t0")" = - ] && echo none || echo yes); $n PullcheckNotActing Event(s)" \
+    "— (a Deployment never finishes; first ErrImagePull ${T_ERR} s)" "$(timeline "$WORK/s9h.tsv" | md_escape)" \
+    "$(printf '%s' "$ev" | md_escape)" "$(alloc_str "$WORK/s9h.tsv")" "$(last_alloc "$WORK/s9h.tsv")"
+  summary 9h "**A Deployment** (9h): the watch records $n \`PullcheckNotActing\` Event and deletes nothing (the pod's controller is a ReplicaSet). A Kubeflow v1 PyTorchJob was not measured with the watch (its decision is the same NotAJob row, unit-tested)."
+  "${K[@]}" -n $ns delete deployment web --wait=false >/dev/null
+}
+
+s9i_start() { # restartPolicy OnFailure, backoffLimit 6, missing tag; in the background
+  local ns=ff-s9i f=$WORK/s9i.yaml
+  new_ns $ns $WATCH_LABEL_KV
+  job_yaml $ns onfailure "$MISSING" OnFailure 6 200m 256Mi >"$f"
+  WATCH_EVERY=1 run_watched s9i $ns onfailure "$f" "$ONFAILURE_WINDOW"
+  declare -p T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN >"$WORK/s9i.result"
+}
+s9i_report() {
+  local ns=ff-s9i T_FIN T_FREE FIN T_ERR T_DEL COND EVENTS PODS T_ERR_FIN
+  # shellcheck disable=SC1091
+  . "$WORK/s9i.result"
+  local held deleted; held=$(held_s "$WORK/s9i.tsv"); deleted=$(deleted_seen $ns "$WORK/s9i.tsv")
+  row "9i" "\`pullcheck watch\`; plain Job, **restartPolicy OnFailure**, backoffLimit 6; 200m / 256Mi; tag does not exist; sampled every 1 s" \
+    "**$FIN** after $PODS pods ($deleted deleted by the watch): $(printf '%s' "$COND" | md_escape)" \
+    "**${T_FIN} s**; requests held **${held} s** in all" "$(timeline "$WORK/s9i.tsv" | md_escape)" \
+    "$(printf '%s' "$EVENTS" | cut -c1-400 | md_escape)…" "$(alloc_str "$WORK/s9i.tsv")" "$(last_alloc "$WORK/s9i.tsv")"
+  summary 9i "**The watch, restartPolicy OnFailure** (9i, backoffLimit 6): $PODS pods, each deleted by the watch; $FIN at **${T_FIN} s**, the node held ${held} s in all (compare 6b: one pod held throughout)."
+  save_detail 9i "Scenario 9i: the watch, restartPolicy OnFailure, backoffLimit 6" $ns onfailure "$WORK/s9i.tsv" "$WORK/s9i.yaml" \
+    "Job condition: \`$COND\`. Requests held $held s in all."
+}
+
+s9i_sidecar() { # a native sidecar: how long the deleted pod takes to reach Failed
+  local v=$1 ns=ff-s9i-sidecar-$1 f=$WORK/s9i-sidecar-$1.yaml cmd id=s9i-sidecar-$1
+  if [ "$v" = term ]; then cmd='trap "exit 0" TERM; while true; do sleep 1; done'
+  else cmd='sleep 3600'; fi
+  log "scenario 9i-sidecar ($v): native sidecar, missing app image"
+  new_ns "$ns" $WATCH_LABEL_KV
+  cat >"$f" <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: sidecar, namespace: $ns}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      hostNetwork: true
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 30
+      initContainers:
+        - name: sidecar
+          image: $PRESENT
+          restartPolicy: Always
+          command: ["/bin/sh", "-c", '$cmd']
+      containers:
+        - name: main
+          image: $MISSING
+          resources:
+            requests: {cpu: "1", memory: 2Gi}
+            limits: {cpu: "1", memory: 2Gi}
+YAML
+  run_watched "$id" "$ns" sidecar "$f" 120
+  local grace; grace=$( [ "$T_DEL" != - ] && [ "$T_FIN" != - ] && awk -v a="$T_DEL" -v b="$T_FIN" 'BEGIN { printf "%.1f", b - a }' || echo -)
+  local what; [ "$v" = term ] && what="exits on SIGTERM" || what="ignores SIGTERM (\`sleep\` under sh as PID 1)"
+  row "9i-sidecar-$v" "\`pullcheck watch\`; Job with a **native sidecar** (init container \`restartPolicy: Always\`) that $what, terminationGracePeriodSeconds 30; app image: missing tag" \
+    "**$FIN**: $(printf '%s' "$COND" | md_escape)" "$(times_str); **delete → Job Failed ${grace} s**" \
+    "$(timeline "$WORK/$id.tsv" | md_escape)" "$(printf '%s' "$EVENTS" | md_escape)" "$(alloc_str "$WORK/$id.tsv")" "$(last_alloc "$WORK/$id.tsv")"
+  summary "9i-sidecar-$v" "**Native sidecar that $what** (9i): the watch deletes the pod at ${T_DEL} s; Job Failed at ${T_FIN} s: **${grace} s** from delete to Failed."
+  save_detail "9i-sidecar-$v" "Scenario 9i: native sidecar ($v)" "$ns" sidecar "$WORK/$id.tsv" "$f" "Job condition: \`$COND\`."
+}
+
+# ---- scenario 10: inject --transient restart (KEP-5307 container restart rules) ------------
+INJECT_RESTART() { "${INJECT[@]}" --fail-fast --transient restart --kubernetes-version 1.35 -f - 2>"$WORK/$1.inject.err"; }
+init_restarts() { # SAMPLES -> the highest restart count of the pullcheck init container seen
+  { cut -f5 "$1" | grep -o 'init pullcheck=[^ )]*\( r[0-9]*\)\?' | grep -o ' r[0-9]*' | tr -d ' r' | sort -n | tail -1; } || true
+}
+s10a() {
+  local ns=ff-s10a f=$WORK/s10a.yaml down=${FF_OUTAGE:-30}
+  log "scenario 10a: --transient restart; workload registry down ${down} s"
+  new_ns $ns
+  job_yaml $ns outage "$PRESENT" Never 6 1 2Gi "  activeDeadlineSeconds: 600" | INJECT_RESTART s10a >"$f"
+  "$ROOT/scripts/cluster.sh" registry-stop
+  ( sleep "$down"; "$ROOT/scripts/cluster.sh" registry-start ) &
+  local restarter=$!
+  run_job s10a $ns outage "$f" 400
+  wait $restarter || true
+  local cond msg failed pods r; cond=$(job_cond $ns outage); msg=$(term_msg $ns outage "$WORK/s10a.tsv")
+  failed=$("${K[@]}" -n $ns get job outage -o jsonpath='{.status.failed}'); pods=$(n_pods_seen "$WORK/s10a.tsv")
+  r=$(init_restarts "$WORK/s10a.tsv")
+  row "10a" "\`inject --fail-fast --transient restart\`; restartPolicy Never, backoffLimit 6, activeDeadlineSeconds 600; present tag, **workload registry stopped** before creation, started again at ${down} s" \
+    "**$FIN**: $(printf '%s' "$cond" | md_escape); pods created: $pods; init container restarts: ${r:-0}; Job .status.failed=${failed:-0}" "${T_FIN} s" \
+    "$(timeline "$WORK/s10a.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s10a.tsv")" "$(last_alloc "$WORK/s10a.tsv")"
+  summary 10a "**Registry down, \`--transient restart\`** (10a): $pods pod, its init container restarted ${r:-0} times in place, Job \`.status.failed\` = ${failed:-0}; $FIN at ${T_FIN} s after the registry came back at ${down} s (compare 4a: new pods, counted failures)."
+  save_detail 10a "Scenario 10a: --transient restart, registry down ${down} s" $ns outage "$WORK/s10a.tsv" "$f" \
+    "Job condition: \`$cond\`; \`.status.failed\` = ${failed:-0}. Termination messages: \`$msg\`."
+}
+s10_missing() { # $1 = b (Never) | c (OnFailure: retried for minutes, so run in the background)
+  local v=$1 ns=ff-s10$1 f=$WORK/s10$1.yaml policy cpu=1 mem=2Gi max=180
+  [ "$v" = b ] && policy=Never || { policy=OnFailure cpu=200m mem=256Mi max=$ONFAILURE_WINDOW; local WATCH_EVERY=1; }
+  log "scenario 10$v: --transient restart; missing tag, restartPolicy $policy"
+  new_ns "$ns"
+  job_yaml "$ns" missing "$MISSING" "$policy" 6 "$cpu" "$mem" "  activeDeadlineSeconds: 1200" | INJECT_RESTART "s10$v" >"$f"
+  run_job "s10$v" "$ns" missing "$f" "$max"
+  local cond msg pods r; cond=$(job_cond "$ns" missing); msg=$(term_msg "$ns" missing "$WORK/s10$v.tsv")
+  pods=$(n_pods_seen "$WORK/s10$v.tsv"); r=$(init_restarts "$WORK/s10$v.tsv")
+  local held; held=$(held_s "$WORK/s10$v.tsv")
+  row "10$v" "\`inject --fail-fast --transient restart\`; **restartPolicy $policy**, backoffLimit 6, activeDeadlineSeconds 1200; $cpu / $mem; tag does not exist$([ "$v" = c ] && echo "; sampled every 1 s")" \
+    "**$FIN**: $(printf '%s' "$cond" | md_escape); pods: $pods; init restarts: ${r:-0}" "**${T_FIN} s**; requests held ${held} s in all" \
+    "$(timeline "$WORK/s10$v.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s10$v.tsv")" "$(last_alloc "$WORK/s10$v.tsv")"
+  summary "10$v" "**Missing tag, \`--transient restart\`, restartPolicy $policy** (10$v): $FIN at **${T_FIN} s** after $pods pod(s), ${r:-0} init restarts, the node held ${held} s in all$([ "$v" = c ] && echo "; each pod fails at once, but without a podFailurePolicy (OnFailure forbids it) every failed pod counts toward backoffLimit, so the Job controller retries with new pods under its back-off")."
+  save_detail "10$v" "Scenario 10$v: --transient restart, missing tag, $policy" "$ns" missing "$WORK/s10$v.tsv" "$f" \
+    "Job condition: \`$cond\`. Termination message: \`$msg\`."
+}
+
+s9d() {
+  row "9d" "\`pullcheck watch\`; a registry only the kubelet can read (credential provider)" \
+    "**not run here**: the kubelet credential-provider parity is measured separately (the ECR provider end to end); the watch's decision for it is row 6 of the decision table (the kubelet's not-found is acted on without a credential), unit-tested on the recorded \`auth-missing-tag\` message" "—" "—" "—" "—" "—"
+}
+
 # ---- run -------------------------------------------------------------------------------
 T_ALL=$(now)
 if has 6; then
@@ -579,6 +998,29 @@ has 5 && s5
 if has 6; then log "scenario 6a: OnFailure, backoffLimit 0"; s6_start a; s6_report a; fi
 has 7 && s7
 has 8 && s8
+if has 9a || has 9b || has 9c || has 9e || has 9f || has 9g || has 9h || has 9i; then
+  log "scenario 9: pullcheck watch (host process, ServiceAccount token, namespaces labelled $WATCH_LABEL_KV)"
+  watch_start
+fi
+# first the two that stop the workload registry (it would turn the others' missing tags transient)
+has 10a && s10a
+has 9f && s9f
+# then the ones that retry for minutes, in the background beside the rest
+if has 9c; then log "scenario 9c (backoffLimit 6, no rule) in the background"; ( s9c_start ) >"$WORK/s9c.log" 2>&1 & S9C_PID=$!; fi
+if has 9i; then log "scenario 9i (OnFailure, backoffLimit 6) in the background"; ( s9i_start ) >"$WORK/s9i.log" 2>&1 & S9I_PID=$!; fi
+if has 10c; then log "scenario 10c (restart, OnFailure) in the background"; ( s10_missing c ) >"$WORK/s10c.log" 2>&1 & S10C_PID=$!; fi
+has 10b && s10_missing b
+has 9a && s9a
+has 9b && s9b
+has 9d && s9d
+has 9e && s9e
+has 9g && s9g
+has 9h && s9h
+if has 9i; then s9i_sidecar term; s9i_sidecar ignore; fi
+if [ -n "${S9C_PID:-}" ]; then log "waiting for scenario 9c"; wait "$S9C_PID" || log "9c exited with $?"; S9C_PID=; s9c_report; fi
+if [ -n "${S9I_PID:-}" ]; then log "waiting for scenario 9i"; wait "$S9I_PID" || log "9i exited with $?"; S9I_PID=; s9i_report; fi
+if [ -n "${S10C_PID:-}" ]; then log "waiting for scenario 10c"; wait "$S10C_PID" || log "10c exited with $?"; S10C_PID=; fi
+watch_stop
 if has 6; then
   log "waiting for scenario 6b (pid $S6B_PID)"
   wait "$S6B_PID" || log "scenario 6b exited with $?"; S6B_PID=
@@ -607,7 +1049,7 @@ scripts/fail-fast-scenarios.sh
 The chart is drawn by \`scripts/chart.py\` from \`docs/fail-fast-data/timeline.csv\`, which this run also wrote.
 
 EOF
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/summary/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/summary/$r" 2>/dev/null || true; done
   cat <<EOF
 
 ## Setup
@@ -639,7 +1081,7 @@ EOF
 | # | setting | outcome | time to Job Failed / Complete | pod timeline (t in s: pods, Job conditions) | termination message | requests held during | requests after |
 |---|---|---|---|---|---|---|---|
 EOF
-  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b; do cat "$WORK/rows/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9i 9i_sidecar_term 9i_sidecar_ignore 10a 10b 10c; do cat "$WORK/rows/$r" 2>/dev/null || true; done
   cat <<'EOF'
 
 Pod states: `W:` waiting (reason), `T:` terminated (exit code), `r` restart count; `init pullcheck`
@@ -681,7 +1123,7 @@ container, which waits for the Master's DNS name (no cluster DNS here).
 ## Details
 
 EOF
-  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/details/$d" 2>/dev/null || true; done
+  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/details/$d" 2>/dev/null || true; done
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 log "wrote $OUT (total ${T_TOTAL}s)"
@@ -694,7 +1136,7 @@ mkdir -p "$(dirname "$DATA")"
   echo "# t: seconds from just before \`kubectl create\`; cpu_m, mem_mi: effective requests (millicores, MiB) of the scenario's"
   echo "# non-terminal pods bound to the node; event: what changed (pods, the Job's terminal condition, admission)."
   echo "scenario,t,cpu_m,mem_mi,event"
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
 } >"$DATA.new"
 mv "$DATA.new" "$DATA"
 python3 "$ROOT/scripts/chart.py" --data "$DATA" --out "$CHART"
