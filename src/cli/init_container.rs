@@ -9,6 +9,9 @@ use crate::k8s::inject::{InjectOptions, TransientAction};
 /// What the podFailurePolicy does with the transient code (20).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Transient {
+    /// restart where the cluster is known to have container restart rules (1.35+), else
+    /// count; no warning either way.
+    Auto,
     /// Count toward backoffLimit.
     Count,
     /// Don't count (set activeDeadlineSeconds to bound the retries).
@@ -17,12 +20,27 @@ pub(crate) enum Transient {
     Restart,
 }
 
-impl From<Transient> for TransientAction {
-    fn from(t: Transient) -> TransientAction {
-        match t {
-            Transient::Count => TransientAction::Count,
-            Transient::Ignore => TransientAction::Ignore,
-            Transient::Restart => TransientAction::Restart,
+impl Transient {
+    /// The action for a cluster of `version` (`None`: not known), and the warning when
+    /// `restart` was asked for and can't be carried out. `auto` is `restart` only where the
+    /// version is known to have container restart rules.
+    pub(crate) fn resolve(
+        self,
+        version: Option<crate::k8s::KubernetesVersion>,
+    ) -> (TransientAction, Option<String>) {
+        match self {
+            Transient::Auto => {
+                let restart = version.is_some_and(|v| v.has_container_restart_rules());
+                let action = if restart {
+                    TransientAction::Restart
+                } else {
+                    TransientAction::Count
+                };
+                (action, None)
+            }
+            Transient::Count => (TransientAction::Count, None),
+            Transient::Ignore => (TransientAction::Ignore, None),
+            Transient::Restart => TransientAction::Restart.for_cluster(version),
         }
     }
 }
@@ -107,6 +125,23 @@ fn is_positive_quantity(q: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_restarts_only_where_the_version_is_known_to_allow_it() {
+        use crate::k8s::KubernetesVersion as V;
+        let r = TransientAction::Restart;
+        let c = TransientAction::Count;
+        assert_eq!(Transient::Auto.resolve(V::parse("1.35")), (r, None));
+        assert_eq!(Transient::Auto.resolve(V::parse("v1.36.1")), (r, None));
+        assert_eq!(Transient::Auto.resolve(V::parse("1.34")), (c, None));
+        assert_eq!(Transient::Auto.resolve(None), (c, None));
+        // An explicit restart assumes a recent cluster, and warns where it knows better.
+        assert_eq!(Transient::Restart.resolve(None), (r, None));
+        let (action, warning) = Transient::Restart.resolve(V::parse("1.33"));
+        assert_eq!(action, c);
+        assert!(warning.unwrap().contains("falls back to count"));
+        assert_eq!(Transient::Ignore.resolve(V::parse("1.35")), (TransientAction::Ignore, None));
+    }
 
     #[test]
     fn quantities() {

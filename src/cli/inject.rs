@@ -10,7 +10,7 @@ use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
 use crate::k8s::KubernetesVersion;
 use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image, inject_documents,
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_documents,
 };
 use crate::k8s::yaml::to_yaml_stream;
 use crate::verdict::code;
@@ -85,10 +85,12 @@ the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPo
     )]
     pub fail_fast: bool,
 
-    /// What pullcheck's transient code 20 does: count, ignore or restart.
+    /// What pullcheck's transient code 20 does: auto, count, ignore or restart.
     #[arg(long = "transient", value_name = "ACTION", help_heading = "Job policy",
-        value_enum, default_value_t = Transient::Count,
-        long_help = "count: a transient failure (registry down, timeout) uses one of backoffLimit's \
+        value_enum, default_value_t = Transient::Auto,
+        long_help = "auto (default): restart when --kubernetes-version says 1.35 or later, else \
+count (inject can't see the cluster, so without --kubernetes-version it writes count). \
+count: a transient failure (registry down, timeout) uses one of backoffLimit's \
 retries. ignore: it doesn't, so retries only stop at activeDeadlineSeconds (warned when unset). \
 restart (Kubernetes 1.35+, container restart rules): the init container gets restartPolicy Never \
 and a rule restarting it on code 20, so the check is retried in the same pod under the kubelet's \
@@ -98,11 +100,13 @@ restarts are not counted toward backoffLimit, so only activeDeadlineSeconds boun
 when unset). Below 1.35 (--kubernetes-version) it falls back to count, with a warning.")]
     pub transient: Transient,
 
-    /// The cluster's Kubernetes version (default: assumed 1.35 or later).
+    /// The cluster's Kubernetes version (unset: auto writes count, restart assumes 1.35+).
     #[arg(long = "kubernetes-version", value_name = "MAJOR.MINOR", help_heading = "Job policy",
         value_parser = parse_kubernetes_version,
         long_help = "The Kubernetes version of the cluster the manifests are for, e.g. 1.33 or \
-v1.35.4. Unset, inject assumes 1.35 or later (container restart rules beta and on by default). \
+v1.35.4. With 1.35 or later, --transient auto (the default) writes restart. Unset, auto writes \
+count and an explicit --transient restart assumes 1.35 or later (container restart rules beta \
+and on by default). \
 Below 1.35, --transient restart falls back to count with a warning: a 1.34 API server drops the \
 fields while its feature gate is off, an older one rejects restartPolicy Never on an init \
 container. A 1.35 cluster whose ContainerRestartRules gate was turned off drops them too: \
@@ -118,8 +122,7 @@ impl InjectArgs {
     /// The library options these flags describe, and the warning when the cluster's
     /// version can't carry out `--transient` as asked.
     pub(crate) fn options(&self) -> (InjectOptions, Option<String>) {
-        let (transient, warning) =
-            TransientAction::from(self.transient).for_cluster(self.kubernetes_version);
+        let (transient, warning) = self.transient.resolve(self.kubernetes_version);
         let options = InjectOptions {
             image: self.image.clone(),
             cpu: self.cpu.clone(),

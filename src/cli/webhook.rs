@@ -10,7 +10,9 @@ use super::input::load_table;
 use super::plan::{list_or_default, seconds};
 use super::{CliError, UsageError};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
-use crate::k8s::inject::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
+use crate::k8s::inject::{
+    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image,
+};
 use crate::platform::Platform;
 use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
 use crate::verdict::code;
@@ -172,8 +174,8 @@ affinity) or kubernetes.io/os narrows the list."
     pub fail_fast: bool,
 
     /// podFailurePolicy action for pullcheck's transient code 20.
-    #[arg(long = "transient", value_enum, value_name = "ACTION", default_value_t = Transient::Count, help_heading = "Mutation",
-        long_help = "What pullcheck's transient code 20 does in mutated workloads: count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35).")]
+    #[arg(long = "transient", value_enum, value_name = "ACTION", default_value_t = Transient::Auto, help_heading = "Mutation",
+        long_help = "What pullcheck's transient code 20 does in mutated workloads: auto (default: restart where the API server is 1.35 or later, else count, without a warning), count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35, with a warning).")]
     pub transient: Transient,
 
     /// Rewrite tags to the digest they resolved to (the index digest, never a platform child).
@@ -304,7 +306,12 @@ impl WebhookArgs {
             memory: self.inject_memory.clone(),
             check_args: self.inject_check_args.clone(),
             fail_fast: self.fail_fast,
-            transient: self.transient.into(),
+            // auto and restart both ask the API server's version (transient_auto says which).
+            transient: match self.transient {
+                Transient::Auto | Transient::Restart => TransientAction::Restart,
+                Transient::Count => TransientAction::Count,
+                Transient::Ignore => TransientAction::Ignore,
+            },
         };
         validate_options(&inject, "inject-")?;
         Ok(Config {
@@ -321,6 +328,7 @@ impl WebhookArgs {
             cluster_platforms,
             inject,
             pin_digests: self.pin_digests,
+            transient_auto: self.transient == Transient::Auto,
             table,
             apiserver: self.api.apiserver(),
             cache: CacheConfig {

@@ -68,6 +68,9 @@ pub struct Config {
     pub inject: InjectOptions,
     /// Rewrite `image: repo:tag` to `repo:tag@<index digest>` in `/mutate`.
     pub pin_digests: bool,
+    /// `--transient auto`: restart where the API server's version has container restart
+    /// rules, count elsewhere, without the warning an explicit `restart` gives.
+    pub transient_auto: bool,
     /// Kind → pod-template table.
     pub table: Table,
     /// Kubernetes API access; `None` = no namespace credentials (anonymous checks only).

@@ -81,11 +81,13 @@ impl WebhookState {
     }
 }
 
-/// `--transient` as the cluster can carry it out: `restart` only where the API server's
-/// version (asked once) has container restart rules; otherwise `count`, with a warning in
-/// the log. A failed `/version` request falls back for this review only.
+/// `--transient` as the cluster can carry it out: `restart` (asked, or `auto`) only where
+/// the API server's version (asked once) has container restart rules; otherwise `count`,
+/// with a warning in the log for an explicit `restart` (`auto` says it at info). A failed
+/// `/version` request falls back for this review only.
 async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientAction {
     let asked = state.config.inject.transient;
+    let auto = state.config.transient_auto;
     if asked != TransientAction::Restart {
         return asked;
     }
@@ -93,9 +95,13 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
         .transient
         .get_or_try_init(|| async {
             let Some(cluster) = &state.cluster else {
-                tracing::warn!(
-                    "no Kubernetes API to ask for its version: --transient restart falls back to count"
-                );
+                if auto {
+                    tracing::info!("no Kubernetes API to ask for its version: --transient auto writes count");
+                } else {
+                    tracing::warn!(
+                        "no Kubernetes API to ask for its version: --transient restart falls back to count"
+                    );
+                }
                 return Ok(TransientAction::Count);
             };
             let version = cluster.version(deadline).await?;
@@ -107,6 +113,7 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
                 ),
             };
             match warning {
+                Some(w) if auto => tracing::info!("--transient auto: {w}"),
                 Some(w) => tracing::warn!("{w}"),
                 None => tracing::info!(version = %version.map(|v| v.to_string()).unwrap_or_default(), "--transient restart: init containers get container restart rules"),
             }
