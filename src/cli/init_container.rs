@@ -140,7 +140,10 @@ mod tests {
         let (action, warning) = Transient::Restart.resolve(V::parse("1.33"));
         assert_eq!(action, c);
         assert!(warning.unwrap().contains("falls back to count"));
-        assert_eq!(Transient::Ignore.resolve(V::parse("1.35")), (TransientAction::Ignore, None));
+        assert_eq!(
+            Transient::Ignore.resolve(V::parse("1.35")),
+            (TransientAction::Ignore, None)
+        );
     }
 
     #[test]

@@ -103,7 +103,7 @@ and print the result (exit 0); nothing is changed. A one-shot report of a cluste
 
     /// Output format of --once, on stdout.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: a table. json: {\"schema_version\":1,\"pods\":[…]} (docs/watch.md).")]
+        long_help = "text: a table. json: {\"schema_version\":1,\"pods\":[…]} (schema in docs/watch.md).")]
     pub output: Output,
 }
 
@@ -126,13 +126,39 @@ impl WatchArgs {
                     .into(),
             ));
         }
-        if let Some(d) = &self.hosts_dir
-            && !d.is_dir()
+        if let Some(ns) = &self.namespace
+            && !is_dns_label(ns)
         {
             return Err(UsageError(format!(
-                "--hosts-dir {}: not a directory; pass the nodes' containerd certs.d root",
-                d.display()
+                "--namespace {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63); leave it out to watch every namespace"
             )));
+        }
+        if let Some((k, v)) = &namespace_label
+            && (!is_label_key(k) || !is_label_value(v))
+        {
+            return Err(UsageError(format!(
+                "--namespace-label {}: not a label KEY=VALUE (a qualified name and a value of at most 63 of [A-Za-z0-9._-]), e.g. pullcheck.io/enabled=true",
+                self.namespace_label.as_deref().unwrap_or_default()
+            )));
+        }
+        if let Some(d) = &self.hosts_dir {
+            if !d.is_dir() {
+                return Err(UsageError(format!(
+                    "--hosts-dir {}: not a directory; pass the nodes' containerd certs.d root",
+                    d.display()
+                )));
+            }
+            // Every hosts.toml must read now: a broken one would silently mean "no mirrors".
+            for entry in std::fs::read_dir(d)
+                .map_err(|e| UsageError(format!("--hosts-dir {}: {e}", d.display())))?
+                .flatten()
+            {
+                let host = entry.file_name().to_string_lossy().into_owned();
+                if entry.path().join("hosts.toml").is_file() {
+                    crate::registry::hosts::endpoints(Some(d), &host, &[])
+                        .map_err(|e| UsageError(e.to_string()))?;
+                }
+            }
         }
         Ok(Settings {
             dry_run: self.dry_run,
@@ -147,6 +173,54 @@ impl WatchArgs {
     }
 }
 
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_label_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && (v.is_empty()
+            || (v.as_bytes()[0].is_ascii_alphanumeric()
+                && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric()))
+}
+
+fn is_label_key(k: &str) -> bool {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    !name.is_empty()
+        && is_label_value(name)
+        && prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns_label))
+}
+
+/// One line for an API failure of `--once`, with the fix where the cause is known.
+fn api_hint(e: &crate::watch::api::ApiError, token_file: Option<&std::path::Path>) -> String {
+    let text = e.to_string();
+    let hint = match e.status() {
+        Some(401) => match token_file {
+            Some(f) => format!(
+                "; the token in --apiserver-token-file {} was refused",
+                f.display()
+            ),
+            None => "; pass --apiserver-token-file".into(),
+        },
+        Some(403) => "; the token lacks a permission listed in docs/watch.md (RBAC)".into(),
+        _ if text.contains("UnknownIssuer") || text.contains("certificate") => {
+            "; pass the API server's CA with --apiserver-ca-file".into()
+        }
+        _ => String::new(),
+    };
+    format!("{text}{hint}")
+}
+
 /// Run the watch until SIGTERM, or once.
 pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     let settings = a.settings()?;
@@ -157,12 +231,31 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         )
         .into());
     };
+    if let Some(f) = &api.token_file
+        && std::fs::read_to_string(f).is_ok_and(|t| t.trim().is_empty())
+    {
+        return Err(UsageError(format!(
+            "--apiserver-token-file {}: empty; put the ServiceAccount token in it (kubectl create token NAME)",
+            f.display()
+        ))
+        .into());
+    }
+    let token_file = api.token_file.clone();
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
     let api = crate::watch::api::WatchApi::new(client, a.namespace.clone());
     if a.once {
-        let report = crate::watch::once(&api, &settings)
-            .await
-            .map_err(|e| UsageError(e.to_string()))?;
+        let report = match crate::watch::once(&api, &settings).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("pullcheck: {}", api_hint(&e, token_file.as_deref()));
+                // A refused token or a missing permission is the caller's to fix (usage);
+                // an API server that doesn't answer may answer later (transient).
+                return Ok(match e.status() {
+                    Some(_) => crate::verdict::code::USAGE,
+                    None => crate::verdict::Verdict::Transient.exit_code(),
+                });
+            }
+        };
         let text = match a.output {
             Output::Json => crate::watch::report_json(&report),
             Output::Text => crate::watch::report_text(&report),
@@ -174,4 +267,27 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         .await
         .map_err(|e| UsageError(format!("--listen {}: {e}", a.listen)))?;
     Ok(crate::verdict::code::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels_are_checked_like_the_api_server_does() {
+        for ok in ["team-a", "a", "ns1"] {
+            assert!(is_dns_label(ok), "{ok}");
+        }
+        for bad in ["", "Bad_NS", "a/../../x", "-a", &"a".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
+        for ok in ["pullcheck.io/enabled", "team", "a.b-c_d"] {
+            assert!(is_label_key(ok), "{ok}");
+        }
+        for bad in ["a b", "", "/x", "x/", &"k".repeat(64)] {
+            assert!(!is_label_key(bad), "{bad}");
+        }
+        assert!(is_label_value("") && is_label_value("true") && !is_label_value("v\u{1}"));
+        assert!(!is_label_value("b=c"));
+    }
 }

@@ -95,9 +95,30 @@ fn has_mirrors(hosts_dir: Option<&std::path::Path>, image: &str) -> bool {
     let Ok(reference) = crate::reference::Reference::parse(image) else {
         return false;
     };
-    crate::registry::hosts::endpoints(Some(dir), reference.domain(), &[])
-        .map(|eps| eps.iter().any(|e| e.is_mirror))
-        .unwrap_or(false)
+    match crate::registry::hosts::endpoints(Some(dir), reference.domain(), &[]) {
+        Ok(eps) => eps.iter().any(|e| e.is_mirror),
+        // A hosts.toml that no longer reads (edited since start) may hold mirrors: the safe
+        // reading is "mirrors", which only reports.
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the hosts dir; treating the registry as mirrored (report only)");
+            true
+        }
+    }
+}
+
+/// `text` with control characters escaped (`\u{1b}`): image names and messages come from
+/// whoever writes a pod, and must not reach a terminal or a log line raw.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// The text of the condition and the Events: the container, the image, what the kubelet
@@ -109,10 +130,15 @@ pub(crate) fn explain_failure(f: &Failure, verdict: Verdict) -> String {
         .map(|r| r.as_str())
         .unwrap_or("unknown");
     let phrase = f.classification.matched.unwrap_or("no known phrase");
+    let said = if phrase == reason {
+        reason.to_string()
+    } else {
+        format!("{reason}: {phrase}")
+    };
     format!(
-        "container {}: image {}: {} ({reason}: {phrase})",
-        f.container,
-        f.image,
+        "container {}: image {}: {} ({said})",
+        printable(&f.container),
+        printable(&f.image),
         verdict.as_str()
     )
 }
@@ -137,7 +163,7 @@ pub(crate) fn why_text(why: &Why) -> String {
             owner: Owner::BarePod,
             verdict,
         } => format!(
-            "{} but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done",
+            "{} but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done",
             verdict.as_str()
         ),
         Why::NotAJob { owner, verdict } => format!(
@@ -170,6 +196,10 @@ impl Bucket {
             tokens: f64::from(per_minute.max(1)),
             at: Instant::now(),
         }
+    }
+
+    fn refund(&mut self) {
+        self.tokens = (self.tokens + 1.0).min(self.per_minute);
     }
 
     fn take(&mut self) -> bool {
@@ -428,7 +458,11 @@ impl Controller {
             .expect("assessed findings have a failure");
         let what = match failure.classification.verdict {
             Some(v) => explain_failure(failure, v),
-            None => format!("container {}: image {}", failure.container, failure.image),
+            None => format!(
+                "container {}: image {}",
+                printable(&failure.container),
+                printable(&failure.image)
+            ),
         };
         let message = format!("{what}: {}", why_text(why));
         tracing::info!(pod = %format!("{}/{}", f.pod.namespace, f.pod.name), %message, "pull failure reported");
@@ -456,7 +490,7 @@ impl Controller {
             if !t.reported {
                 t.reported = true;
                 self.metrics.action("dry_run");
-                tracing::info!(pod = %pod_name, %text, "dry run: would mark and delete the pod");
+                tracing::warn!(pod = %pod_name, %text, "dry run: would mark and delete the pod");
             }
             return;
         }
@@ -482,6 +516,8 @@ impl Controller {
                 return;
             }
             Err(e) => {
+                // A write that failed deleted nothing: it must not use up the budget.
+                self.bucket.refund();
                 self.write_failed(f, "mark", &e);
                 return;
             }
@@ -519,14 +555,18 @@ impl Controller {
             Ok(deleted) => {
                 self.metrics
                     .action(if deleted { "deleted" } else { "already_gone" });
-                if let Some(t) = self.tracked.remove(&f.pod.uid)
-                    && deleted
-                {
-                    self.metrics
-                        .seconds_to_action
-                        .observe(t.first_instant.elapsed().as_secs_f64());
+                // The entry stays until the pod is seen terminating or gone, so the events the
+                // mark and the delete cause don't count the pod as newly stuck.
+                if let Some(t) = self.tracked.get_mut(&f.pod.uid) {
+                    t.retry_at = None;
+                    if deleted {
+                        self.metrics
+                            .seconds_to_action
+                            .observe(t.first_instant.elapsed().as_secs_f64());
+                    }
                 }
-                tracing::info!(pod = %format!("{}/{}", f.pod.namespace, f.pod.name), deleted, "pod deleted with a UID precondition");
+                // At warn, so a watch run by hand at the default level says what it deleted.
+                tracing::warn!(pod = %format!("{}/{}", f.pod.namespace, f.pod.name), deleted, "pod marked and deleted (UID precondition)");
             }
             Err(e) => self.write_failed(f, "delete", &e),
         }
@@ -611,8 +651,26 @@ mod tests {
         });
         assert_eq!(
             bare,
-            "not_found but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done"
+            "not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done"
         );
+    }
+
+    #[test]
+    fn what_a_pod_writes_is_printed_escaped() {
+        assert_eq!(
+            printable("r.io/a\u{1b}[31mX\tb:v1"),
+            "r.io/a\\u{1b}[31mX\\tb:v1"
+        );
+        assert_eq!(printable("plain/ünïcode:v1"), "plain/ünïcode:v1");
+    }
+
+    #[test]
+    fn a_refunded_token_can_be_taken_again() {
+        let mut b = Bucket::new(1);
+        assert!(b.take());
+        assert!(!b.take());
+        b.refund();
+        assert!(b.take());
     }
 
     #[test]

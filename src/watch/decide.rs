@@ -67,7 +67,7 @@ impl Owner {
             Owner::StatefulSet => "a StatefulSet",
             Owner::DaemonSet => "a DaemonSet",
             Owner::BarePod => "none (a bare Pod)",
-            Owner::Other => "not a batch/v1 Job",
+            Owner::Other => "another kind",
         }
     }
 }

@@ -698,7 +698,7 @@ fn deployment_and_bare_pods_get_an_event_only() {
                 "bare".into(),
                 "PullcheckNotActing".into(),
                 format!(
-                    "{text}: not_found but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done"
+                    "{text}: not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done"
                 )
             ),
             (
@@ -800,7 +800,7 @@ fn once_json_reports_what_the_watch_would_do_in_its_namespaces() {
         json!({"schema_version": 1, "pods": [
             row("a-job-0", &image, "not_found", "delete", format!("{text}: would mark and delete the pod")),
             row("b-bare", &image, "not_found", "event",
-                "not_found but the pod has no controller (a bare Pod), so no Job fails with it: deleting it would only lose it; nothing done".into()),
+                "not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done".into()),
             row("c-down-0", &down_image, "transient", "event",
                 "a transient failure and --transient-grace is off; the kubelet keeps retrying".into()),
         ]})
