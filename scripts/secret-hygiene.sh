@@ -24,7 +24,8 @@
 # Then every file is searched for the sentinel, raw and in its base64 forms (standard and
 # URL-safe alphabets, all three alignments). Hits in files where a secret legitimately
 # lives (pull-secret / docker config JSON, Kubernetes Secret objects, legacy .dockercfg,
-# htpasswd, the fake credential helper) are listed as expected; any other hit fails with
+# htpasswd, the fake credential helper, a CredentialProviderConfig handing a scripted plugin
+# its answer) are listed as expected; any other hit fails with
 # the file, line and a redacted excerpt. A planted canary (a base64-only Basic header in a
 # fake capture) must be caught, so a blind scanner can't pass.
 #
@@ -135,12 +136,16 @@ def legit(path, data):
     base = os.path.basename(path)
     if base == "htpasswd" or base.startswith("docker-credential-"):
         return True
+    # A kubelet CredentialProviderConfig whose provider env hands a scripted plugin the
+    # credential it answers with (tests/integration/credential_providers.rs).
+    if re.search(rb"^kind:\s*CredentialProviderConfig\s*$", data, re.M):
+        return True
     try:
         v = json.loads(data)
     except Exception:
         return False
     if isinstance(v, dict):
-        if "auths" in v or v.get("kind") == "Secret":
+        if "auths" in v or v.get("kind") in ("Secret", "CredentialProviderConfig"):
             return True
         if v and all(isinstance(x, dict) and "auth" in x for x in v.values()):
             return True  # legacy .dockercfg
