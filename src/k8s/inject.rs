@@ -117,11 +117,34 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     }
     let templates = pod_templates(obj, table);
     let mut injected = Vec::new();
+    // Kubeflow v1 operators' CRDs have no restartPolicyRules: strict validation rejects the
+    // field, a mutation loses it, and the operator recreates each failed pod under the same
+    // name, so its restart count never reaches runPolicy.backoffLimit (measured:
+    // docs/fail-fast-results.md 10d). There restart rules are never written.
+    let kubeflow_opts = InjectOptions {
+        transient: TransientAction::Count,
+        ..opts.clone()
+    };
+    let mut kubeflow_warned = false;
     for t in &templates {
         let Some(template) = obj.pointer_mut(&t.pointer) else {
             continue;
         };
-        if inject_template(template, &t.pointer, opts, &mut out) {
+        let kubeflow = t.run_policy.is_some();
+        let these = if kubeflow && opts.transient == TransientAction::Restart {
+            if !kubeflow_warned {
+                kubeflow_warned = true;
+                warn(
+                    &mut out,
+                    &t.pointer,
+                    "Kubeflow replicas: the operator's CRD has no restartPolicyRules; transient restart written as count",
+                );
+            }
+            &kubeflow_opts
+        } else {
+            opts
+        };
+        if inject_template(template, &t.pointer, these, &mut out) {
             injected.push(t.clone());
         }
     }
@@ -129,7 +152,12 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         policy::apply(obj, &injected, &templates, opts.transient, &mut out);
     }
     if opts.transient == TransientAction::Restart {
-        out.extend(policy::unbounded_restarts(obj, &injected));
+        let with_rules: Vec<_> = injected
+            .iter()
+            .filter(|t| t.run_policy.is_none())
+            .cloned()
+            .collect();
+        out.extend(policy::unbounded_restarts(obj, &with_rules));
     }
     out
 }

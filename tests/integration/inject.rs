@@ -244,6 +244,33 @@ fn cronjob_and_jobset_get_the_policy_on_each_job_spec() {
     );
 }
 
+/// Kubeflow v1 CRDs have no restartPolicyRules (training-operator v1.9: strict validation
+/// rejects the field; measured in docs/fail-fast-results.md 10d): restart is written as
+/// count there, with one warning, and no "restarts in place" warning.
+#[test]
+fn kubeflow_replicas_get_no_container_restart_rules() {
+    let y = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\nspec:\n  runPolicy: {backoffLimit: 0}\n  pytorchReplicaSpecs:\n    Master:\n      restartPolicy: Never\n      template:\n        spec:\n          containers: [{name: pytorch, image: 'm:1'}]\n";
+    let mut v = doc(y);
+    let w = run(&mut v, &restart());
+    let init = v
+        .pointer("/spec/pytorchReplicaSpecs/Master/template/spec/initContainers/0")
+        .unwrap();
+    assert_eq!(init["name"], "pullcheck");
+    assert!(init.get("restartPolicy").is_none(), "{init}");
+    assert!(init.get("restartPolicyRules").is_none(), "{init}");
+    assert_eq!(
+        w,
+        vec![(
+            "/spec/pytorchReplicaSpecs/Master/template".to_string(),
+            "Kubeflow replicas: the operator's CRD has no restartPolicyRules; transient restart written as count".to_string()
+        )]
+    );
+    // A batch Job in the same run still gets them.
+    let mut job = doc(JOB);
+    run(&mut job, &restart());
+    assert_eq!(restart_fields(&job).0, json!("Never"));
+}
+
 #[test]
 fn kubeflow_replicas_and_run_policy_are_warned_about() {
     let y = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers: [{name: pytorch, image: 'm:1'}]\n    Worker:\n      restartPolicy: ExitCode\n      template:\n        spec:\n          containers: [{name: pytorch, image: 'w:1'}]\n";
