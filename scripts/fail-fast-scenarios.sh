@@ -19,6 +19,8 @@
 #      FF_OUT (default docs/fail-fast-results.md), FF_WORK (scratch, default /tmp/pullcheck-ff),
 #      FF_DATA (the timelines as CSV, default docs/fail-fast-data/timeline.csv) and FF_CHART
 #      (the SVG scripts/chart.py draws from them, default docs/fail-fast-timeline.svg).
+#      FF_MERGE=DIR (with FF_SCENARIOS): DIR is an earlier run's FF_WORK; its rows, summaries,
+#      details and timelines stand for the scenarios not run now, and the doc says which ran when.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,7 +49,15 @@ has() {
   return 1
 }
 
-rm -rf "$WORK"; mkdir -p "$WORK/rows" "$WORK/details" "$WORK/summary"
+MERGE=${FF_MERGE:-}
+[ -z "$MERGE" ] || [ -d "$MERGE/rows" ] || die "FF_MERGE=$MERGE is not an earlier run's FF_WORK (no rows/)"
+[ -z "$MERGE" ] || [ "$(cd "$MERGE" && pwd)" != "$(mkdir -p "$WORK" && cd "$WORK" && pwd)" ] || die "FF_MERGE must not be FF_WORK (it is emptied first)"
+rm -rf "$WORK"; mkdir -p "$WORK/rows" "$WORK/details" "$WORK/summary" "$WORK/timeline"
+if [ -n "$MERGE" ]; then
+  # the earlier run's outputs first; every scenario run now overwrites its own files
+  for d in rows details summary timeline; do [ ! -d "$MERGE/$d" ] || cp -a "$MERGE/$d/." "$WORK/$d/"; done
+  MERGED_FROM=$(cat "$MERGE/run.txt" 2>/dev/null || echo "an earlier run")
+fi
 started_cluster=
 if ! "$ROOT/scripts/cluster.sh" status >/dev/null 2>&1; then
   log "bringing the cluster up (scripts/cluster.sh up)"
@@ -60,6 +70,8 @@ cleanup() {
   [ -z "${S9C_PID:-}" ] || kill "$S9C_PID" 2>/dev/null || true
   [ -z "${S9I_PID:-}" ] || kill "$S9I_PID" 2>/dev/null || true
   [ -z "${S10C_PID:-}" ] || kill "$S10C_PID" 2>/dev/null || true
+  [ -z "${S10D_PID:-}" ] || kill "$S10D_PID" 2>/dev/null || true
+  [ -z "${KUBEFLOW_UP:-}" ] || "$ROOT/scripts/cluster/kubeflow.sh" stop 2>/dev/null || true
   [ -z "${WATCH_PID:-}" ] || kill "$WATCH_PID" 2>/dev/null || true
   "$ROOT/scripts/cluster.sh" registry-start >/dev/null 2>&1 || true
   if [ -n "$started_cluster" ] && [ -z "${FF_KEEP_CLUSTER:-}" ]; then "$ROOT/scripts/cluster.sh" down || true; fi
@@ -306,7 +318,8 @@ s1() {
 # run_failing ID NS JOB MANIFEST MAX -> sets T_FAIL T_FREE (seconds) from samples
 run_job() {
   local id=$1 ns=$2 job=$3 f=$4 max=$5 t0
-  t0=$(now); "${K[@]}" create -f "$f" >/dev/null
+  # shellcheck disable=SC2086 # CREATE_ARGS: extra kubectl create flags, word-split on purpose
+  t0=$(now); "${K[@]}" create ${CREATE_ARGS:-} -f "$f" >/dev/null
   watch "$ns" "$job" "$t0" "$max" "$WORK/$id.tsv"
   T_FIN=$(first_t "$WORK/$id.tsv" '$2 != "-"')
   # released: the first sample with no requests held after some were
@@ -511,7 +524,8 @@ EOF
 }
 
 # Scenario 8: Kubeflow training-operator v1 PyTorchJob (scripts/cluster/kubeflow.sh).
-pytorchjob_yaml() { # NS NAME RESTART [RUNPOLICY_YAML]
+pytorchjob_yaml() { # NS NAME RESTART [RUNPOLICY_YAML [CPU MEM]]
+  local cpu=${5:-1} mem=${6:-2Gi}
   cat <<EOF
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
@@ -533,8 +547,8 @@ ${4:-}
             - name: pytorch
               image: $MISSING
               resources:
-                requests: {cpu: "1", memory: 2Gi}
-                limits: {cpu: "1", memory: 2Gi}
+                requests: {cpu: "$cpu", memory: $mem}
+                limits: {cpu: "$cpu", memory: $mem}
 EOF
 }
 ptj_cond() { # NS NAME -> the True Failed/Succeeded condition of the PyTorchJob
@@ -870,7 +884,7 @@ YAML
     "pods: $(n_pods_seen "$WORK/s9h.tsv") created, $uids now, $deleting terminating; deleted by the watch: $([ "$(watch_t $ns "pod deleted" "$t0")" = - ] && echo none || echo yes); $n PullcheckNotActing Event(s)" \
     "— (a Deployment never finishes; first ErrImagePull ${T_ERR} s)" "$(timeline "$WORK/s9h.tsv" | md_escape)" \
     "$(printf '%s' "$ev" | md_escape)" "$(alloc_str "$WORK/s9h.tsv")" "$(last_alloc "$WORK/s9h.tsv")"
-  summary 9h "**A Deployment** (9h): the watch records $n \`PullcheckNotActing\` Event and deletes nothing (the pod's controller is a ReplicaSet). A Kubeflow v1 PyTorchJob was not measured with the watch (its decision is the same NotAJob row, unit-tested)."
+  summary 9h "**A Deployment** (9h): the watch records $n \`PullcheckNotActing\` Event and deletes nothing (the pod's controller is a ReplicaSet; a PyTorchJob's pod: 9h-pytorch)."
   "${K[@]}" -n $ns delete deployment web --wait=false >/dev/null
 }
 
@@ -978,9 +992,119 @@ s10_missing() { # $1 = b (Never) | c (OnFailure: retried for minutes, so run in 
     "Job condition: \`$cond\`. Termination message: \`$msg\`."
 }
 
+# 9d: a registry only the kubelet can read (scripts/cluster.sh with
+# PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1: the kubelet's ecr-credential-provider, a scripted
+# ECR API, a TLS htpasswd registry under an ECR name). The watch has no registry credential
+# and can't even resolve that name: it acts on the kubelet's message alone.
+ecr_calls() { wc -l <"$PULLCHECK_ECR_API_LOG"; }
+kubelet_failed_msg() { # NS POD_PREFIX -> the kubelet's first Failed event message for those pods
+  "${K[@]}" -n "$1" get events -o json | jq -r --arg p "$2" '[.items[] | select(.involvedObject.name | startswith($p))
+    | select(.reason == "Failed" and .source.component != "pullcheck-watch") | .message][0] // "-"'
+}
 s9d() {
-  row "9d" "\`pullcheck watch\`; a registry only the kubelet can read (credential provider)" \
-    "**not run here**: the kubelet credential-provider parity is measured separately (the ECR provider end to end); the watch's decision for it is row 6 of the decision table (the kubelet's not-found is acted on without a credential), unit-tested on the recorded \`auth-missing-tag\` message" "—" "—" "—" "—" "—"
+  local ns=ff-s9d f=$WORK/s9d.yaml fp=$WORK/s9d-present.yaml
+  if [ -z "${PULLCHECK_ECR_HOST:-}" ]; then
+    row "9d" "\`pullcheck watch\`; a registry only the kubelet can read (credential provider)" \
+      "**not run**: the cluster was started without \`PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1\`" "—" "—" "—" "—" "—"
+    return 0
+  fi
+  local img=$PULLCHECK_ECR_HOST/work/app:no-such-tag present=$PULLCHECK_ECR_HOST/work/app:v1
+  log "scenario 9d: watch; plain Job on the provider-only registry $PULLCHECK_ECR_HOST, missing tag"
+  new_ns $ns $WATCH_LABEL_KV
+  local c0 c1 c2; c0=$(ecr_calls)
+  job_yaml $ns missing "$img" Never 0 >"$f"
+  run_watched s9d $ns missing "$f" 120
+  c1=$(ecr_calls)
+  local kmsg; kmsg=$(kubelet_failed_msg $ns missing-)
+  local m_fin=$FIN m_cond=$COND m_pods=$PODS m_times m_events=$EVENTS m_tfin=$T_FIN m_terrfin=$T_ERR_FIN m_terr=$T_ERR m_free=$T_FREE
+  m_times=$(times_str)
+  save_detail 9d "Scenario 9d: the watch, a registry only the kubelet can read (credential provider)" $ns missing "$WORK/s9d.tsv" "$f" \
+    "Job condition: \`$m_cond\`. The kubelet's message: \`$kmsg\`. The watch's Events: \`$m_events\`. GetAuthorizationToken calls (the kubelet's provider): $((c1 - c0))."
+  # the present tag on the same registry: completes, the watch deletes nothing
+  job_yaml $ns present "$present" Never 0 >"$fp"
+  run_watched s9d-present $ns present "$fp" 120
+  c2=$(ecr_calls)
+  local p_del; p_del=$(deleted_seen $ns "$WORK/s9d-present.tsv"); [ "$p_del" = 0 ] && p_del=none || p_del="$p_del pod(s)"
+  local p_events; p_events=$("${K[@]}" -n $ns get events -o json | jq '[.items[] | select(.source.component == "pullcheck-watch" and (.involvedObject.name | startswith("present-")))] | length')
+  row "9d" "\`pullcheck watch\` **holding no registry credential** (it can't resolve the name either); plain Job, no inject, **no pull secret**, restartPolicy Never, backoffLimit 0; 1 CPU / 2Gi; image \`$img\` on a registry only the kubelet can read (\`ecr-credential-provider\`, scripted ECR API, TLS + htpasswd)" \
+    "**$m_fin**: $(printf '%s' "$m_cond" | md_escape); pods: $m_pods. The present tag \`work/app:v1\` on it: **$FIN** at ${T_FIN} s, deleted by the watch: $p_del, watch Events on it: $p_events" \
+    "$m_times" "$(timeline "$WORK/s9d.tsv" | md_escape)" \
+    "kubelet: $(printf '%s' "$kmsg" | md_escape)<br>watch: $(printf '%s' "$m_events" | md_escape)" "$(alloc_str "$WORK/s9d.tsv")" "$(last_alloc "$WORK/s9d.tsv")"
+  summary 9d "**The watch, a registry only the kubelet can read** (9d, ECR credential provider, no pull secret, the watch holding no credential): Failed at **${m_tfin} s**, ${m_terrfin} s after the kubelet's first ErrImagePull (${m_terr} s; \"not found\" through the provider's credentials); requests released at ${m_free} s. The present tag there: $FIN at ${T_FIN} s, nothing deleted."
+  {
+    echo "The present tag \`$present\` on the same registry (manifest as above with \`name: present\`): $FIN at ${T_FIN} s; deleted by the watch: $p_del; watch Events on it: $p_events; condition \`$COND\`. GetAuthorizationToken calls for it: $((c2 - c1)) (the kubelet caches the provider's answer per registry)."
+    echo
+  } | detail 9d
+}
+
+# 9h-pytorch: a Kubeflow v1 PyTorchJob's pod is not a Job's: the watch only says so (Event)
+s9h_pytorch() {
+  local ns=ff-s9h-pytorch f=$WORK/s9h-pytorch.yaml window=${FF_NOT_ACTING_WINDOW:-30}
+  if [ -z "${KUBEFLOW_UP:-}" ]; then
+    row "9h-pytorch" "\`pullcheck watch\`; a Kubeflow PyTorchJob" "**not run**: the training operator did not start: $(tail -3 "$WORK/kubeflow2.err" 2>/dev/null | md_escape)" "—" "—" "—" "—" "—"
+    return 0
+  fi
+  local WATCH_KIND=PyTorchJob WATCH_RESOURCE=pytorchjobs WATCH_LABEL=training.kubeflow.org/job-name
+  log "scenario 9h-pytorch: watch; a PyTorchJob with a missing tag (${window} s)"
+  new_ns $ns $WATCH_LABEL_KV
+  pytorchjob_yaml $ns train OnFailure "" 250m 256Mi >"$f"
+  local t0; t0=$(now); "${K[@]}" create -f "$f" >/dev/null
+  watch $ns train "$t0" "$window" "$WORK/s9h-pytorch.tsv"
+  local uids deleting ev n del T_ERR state
+  uids=$("${K[@]}" -n $ns get pods -l training.kubeflow.org/job-name=train -o jsonpath='{.items[*].metadata.uid}' | wc -w)
+  deleting=$("${K[@]}" -n $ns get pods -l training.kubeflow.org/job-name=train -o json | jq '[.items[] | select(.metadata.deletionTimestamp)] | length')
+  ev=$(watch_events $ns); n=$(n_events $ns PullcheckNotActing); del=$(watch_t $ns "pod deleted" "$t0")
+  T_ERR=$(t_err "$WORK/s9h-pytorch.tsv"); state=$(tail -1 "$WORK/s9h-pytorch.tsv" | cut -f4)
+  local t_ev; t_ev=$(watch_t $ns "PullcheckNotActing" "$t0")
+  row "9h-pytorch" "\`pullcheck watch\`; **a Kubeflow v1 PyTorchJob** (training-operator, Master ×1, replica restartPolicy OnFailure, no runPolicy), no inject; 250m / 256Mi; missing tag, ${window} s window" \
+    "PyTorchJob \`$state\`; pods: $(n_pods_seen "$WORK/s9h-pytorch.tsv") created, $uids now, $deleting terminating; deleted by the watch: $([ "$del" = - ] && echo none || echo "yes, at $del s"); $n PullcheckNotActing Event(s)" \
+    "— (not acted on; first ErrImagePull ${T_ERR} s$([ "$t_ev" = - ] || echo ", the watch's Event logged at $t_ev s"))" "$(timeline "$WORK/s9h-pytorch.tsv" | md_escape)" \
+    "$(printf '%s' "$ev" | md_escape)" "$(alloc_str "$WORK/s9h-pytorch.tsv")" "$(last_alloc "$WORK/s9h-pytorch.tsv")"
+  summary 9h-pytorch "**A Kubeflow PyTorchJob** (9h-pytorch): the watch records $n \`PullcheckNotActing\` Event and deletes $([ "$del" = - ] && echo nothing || echo "the pod (at $del s)"); after ${window} s the PyTorchJob is \`$state\`, its pod still holding $(alloc_str "$WORK/s9h-pytorch.tsv")."
+  save_detail 9h-pytorch "Scenario 9h-pytorch: the watch and a PyTorchJob" $ns train "$WORK/s9h-pytorch.tsv" "$f" \
+    "The watch's Events: \`$ev\`."
+  "${K[@]}" -n $ns delete pytorchjob train --wait=false >/dev/null
+}
+
+# 10d: the PyTorchJob with inject --fail-fast --transient restart under replica OnFailure (the
+# Kubeflow default), runPolicy.backoffLimit 6 set explicitly; in the background (the operator
+# may retry for minutes). Also records what the API server stored of the init container's
+# restart fields: the CRD's schema decides whether restartPolicyRules survives.
+s10d() {
+  local ns=ff-s10d f=$WORK/s10d.yaml max=${FF_PTJ_WINDOW:-$ONFAILURE_WINDOW}
+  if [ -z "${KUBEFLOW_UP:-}" ]; then
+    row "10d" "PyTorchJob, \`--transient restart\`, OnFailure" "**not run**: the training operator did not start" "—" "—" "—" "—" "—"
+    return 0
+  fi
+  local WATCH_KIND=PyTorchJob WATCH_RESOURCE=pytorchjobs WATCH_LABEL=training.kubeflow.org/job-name WATCH_EVERY=1
+  log "scenario 10d: PyTorchJob, --transient restart, replica OnFailure, runPolicy.backoffLimit 6"
+  new_ns $ns
+  pytorchjob_yaml $ns restart OnFailure "  runPolicy:
+    backoffLimit: 6" 200m 256Mi | INJECT_RESTART s10d >"$f"
+  # kubectl's default field validation (Strict) first: the CRD's schema may not know the fields
+  local strict strict_rc=0 create_args=
+  strict=$("${K[@]}" create --dry-run=server -f "$f" 2>&1) || strict_rc=$?
+  if [ "$strict_rc" != 0 ]; then
+    log "  strict create rejected: $strict"
+    create_args=--validate=false   # what a user gets past the rejection with: unknown fields pruned
+  fi
+  CREATE_ARGS=$create_args run_job s10d $ns restart "$f" "$max"
+  local sent stored_rp stored_rules cond msg pods r held
+  sent=$(kubectl create --dry-run=client -o json -f "$f" | jq -c '.spec.pytorchReplicaSpecs.Master.template.spec.initContainers[0] | {restartPolicy, restartPolicyRules}')
+  stored_rp=$("${K[@]}" -n $ns get pytorchjob restart -o jsonpath='{.spec.pytorchReplicaSpecs.Master.template.spec.initContainers[0].restartPolicy}')
+  stored_rules=$("${K[@]}" -n $ns get pytorchjob restart -o jsonpath='{.spec.pytorchReplicaSpecs.Master.template.spec.initContainers[0].restartPolicyRules}')
+  cond=$(ptj_cond $ns restart); msg=$(term_msg $ns restart "$WORK/s10d.tsv")
+  pods=$(n_pods_seen "$WORK/s10d.tsv"); r=$(init_restarts "$WORK/s10d.tsv"); held=$(held_s "$WORK/s10d.tsv")
+  local t_podfail; t_podfail=$(first_t "$WORK/s10d.tsv" '$3 > 0')
+  local how="created with kubectl's default (Strict) field validation"
+  [ "$strict_rc" = 0 ] || how="**rejected** by kubectl create (Strict field validation): \`$(printf '%s' "$strict" | md_escape)\`; then created with \`kubectl create --validate=false\` (unknown fields pruned)"
+  row "10d" "Kubeflow PyTorchJob (Master ×1) after \`inject --fail-fast --transient restart\`; **replica restartPolicy OnFailure**, runPolicy.backoffLimit 6 (set); 200m / 256Mi; tag does not exist; sampled every 1 s; $how" \
+    "**${FIN}**: $(printf '%s' "$cond" | md_escape); pods: $pods; init restarts: ${r:-0}; first pod Failed at ${t_podfail} s. Stored init container: restartPolicy \`${stored_rp:-none}\`, restartPolicyRules \`${stored_rules:-none (pruned)}\` (sent: \`$sent\`)" \
+    "**${T_FIN} s**; requests held ${held} s in all" "$(timeline "$WORK/s10d.tsv" | md_escape)" \
+    "$(printf '%s' "$msg" | md_escape)" "$(alloc_str "$WORK/s10d.tsv")" "$(last_alloc "$WORK/s10d.tsv")"
+  summary 10d "**PyTorchJob, \`--transient restart\`, replica OnFailure** (10d, runPolicy.backoffLimit 6): $([ "$strict_rc" = 0 ] || echo "kubectl create **rejects** it (the CRD's schema has no restartPolicyRules: strict decoding error); with --validate=false (rules pruned): ")first pod Failed at ${t_podfail} s (${r:-0} init restarts), $pods pod(s) in all, PyTorchJob $FIN at **${T_FIN} s**, the node held ${held} s; the API server stored restartPolicy \`${stored_rp:-none}\` and restartPolicyRules \`${stored_rules:-none}\` (the CRD's pod template schema decides)."
+  save_detail 10d "Scenario 10d: PyTorchJob, --transient restart, replica OnFailure" $ns restart "$WORK/s10d.tsv" "$f" \
+    "The manifest was $how. Condition: \`$cond\`. Termination message: \`$msg\`. Init container as sent: \`$sent\`; as stored: restartPolicy \`${stored_rp:-none}\`, restartPolicyRules \`${stored_rules:-none}\`."
 }
 
 # ---- run -------------------------------------------------------------------------------
@@ -998,7 +1122,11 @@ has 5 && s5
 if has 6; then log "scenario 6a: OnFailure, backoffLimit 0"; s6_start a; s6_report a; fi
 has 7 && s7
 has 8 && s8
-if has 9a || has 9b || has 9c || has 9e || has 9f || has 9g || has 9h || has 9i; then
+if has 9h-pytorch || has 10d; then
+  log "training operator for 9h-pytorch / 10d (scripts/cluster/kubeflow.sh)"
+  if "$HERE/cluster/kubeflow.sh" start 2>"$WORK/kubeflow2.err"; then KUBEFLOW_UP=1; fi
+fi
+if has 9a || has 9b || has 9c || has 9d || has 9e || has 9f || has 9g || has 9h || has 9h-pytorch || has 9i; then
   log "scenario 9: pullcheck watch (host process, ServiceAccount token, namespaces labelled $WATCH_LABEL_KV)"
   watch_start
 fi
@@ -1009,6 +1137,7 @@ has 9f && s9f
 if has 9c; then log "scenario 9c (backoffLimit 6, no rule) in the background"; ( s9c_start ) >"$WORK/s9c.log" 2>&1 & S9C_PID=$!; fi
 if has 9i; then log "scenario 9i (OnFailure, backoffLimit 6) in the background"; ( s9i_start ) >"$WORK/s9i.log" 2>&1 & S9I_PID=$!; fi
 if has 10c; then log "scenario 10c (restart, OnFailure) in the background"; ( s10_missing c ) >"$WORK/s10c.log" 2>&1 & S10C_PID=$!; fi
+if has 10d; then log "scenario 10d (PyTorchJob, restart, OnFailure) in the background"; ( s10d ) >"$WORK/s10d.log" 2>&1 & S10D_PID=$!; fi
 has 10b && s10_missing b
 has 9a && s9a
 has 9b && s9b
@@ -1016,10 +1145,13 @@ has 9d && s9d
 has 9e && s9e
 has 9g && s9g
 has 9h && s9h
+has 9h-pytorch && s9h_pytorch
 if has 9i; then s9i_sidecar term; s9i_sidecar ignore; fi
 if [ -n "${S9C_PID:-}" ]; then log "waiting for scenario 9c"; wait "$S9C_PID" || log "9c exited with $?"; S9C_PID=; s9c_report; fi
 if [ -n "${S9I_PID:-}" ]; then log "waiting for scenario 9i"; wait "$S9I_PID" || log "9i exited with $?"; S9I_PID=; s9i_report; fi
 if [ -n "${S10C_PID:-}" ]; then log "waiting for scenario 10c"; wait "$S10C_PID" || log "10c exited with $?"; S10C_PID=; fi
+if [ -n "${S10D_PID:-}" ]; then log "waiting for scenario 10d"; wait "$S10D_PID" || log "10d exited with $?"; S10D_PID=; fi
+if [ -n "${KUBEFLOW_UP:-}" ]; then "$HERE/cluster/kubeflow.sh" stop 2>/dev/null || true; KUBEFLOW_UP=; fi
 watch_stop
 if has 6; then
   log "waiting for scenario 6b (pid $S6B_PID)"
@@ -1027,6 +1159,8 @@ if has 6; then
   s6_report b
 fi
 T_TOTAL=$(rel "$T_ALL" "$(now)")
+# what this run was, for a later FF_MERGE of its FF_WORK
+printf 'the run of %s (%s s, scenarios: %s)\n' "$(date -u +%Y-%m-%d)" "$T_TOTAL" "$SCENARIOS" >"$WORK/run.txt"
 
 # ---- the document ----------------------------------------------------------------------
 kv() { "$1" --version 2>/dev/null | head -1; }
@@ -1034,7 +1168,7 @@ kv() { "$1" --version 2>/dev/null | head -1; }
   cat <<EOF
 # Fail-fast on a real node: measured results
 
-Generated by \`scripts/fail-fast-scenarios.sh\` on $(date -u +%Y-%m-%d) (total run ${T_TOTAL} s); do not edit by hand.
+Generated by \`scripts/fail-fast-scenarios.sh\` on $(date -u +%Y-%m-%d) (total run ${T_TOTAL} s$([ -z "$MERGE" ] || echo ", scenarios $SCENARIOS only; every other row, summary line and detail is kept from $MERGED_FROM with \`FF_MERGE\`; the setup below is this run's")); do not edit by hand.
 Regenerate with one command (as root; the cluster is built, started and torn down by
 \`scripts/cluster.sh\`; Go builds are cached in \`~/.cache/pullcheck-tools\`):
 
@@ -1049,7 +1183,7 @@ scripts/fail-fast-scenarios.sh
 The chart is drawn by \`scripts/chart.py\` from \`docs/fail-fast-data/timeline.csv\`, which this run also wrote.
 
 EOF
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/summary/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/summary/$r" 2>/dev/null || true; done
   cat <<EOF
 
 ## Setup
@@ -1081,7 +1215,7 @@ EOF
 | # | setting | outcome | time to Job Failed / Complete | pod timeline (t in s: pods, Job conditions) | termination message | requests held during | requests after |
 |---|---|---|---|---|---|---|---|
 EOF
-  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9i 9i_sidecar_term 9i_sidecar_ignore 10a 10b 10c; do cat "$WORK/rows/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h_pytorch 9i 9i_sidecar_term 9i_sidecar_ignore 10a 10b 10c 10d; do cat "$WORK/rows/$r" 2>/dev/null || true; done
   cat <<'EOF'
 
 Pod states: `W:` waiting (reason), `T:` terminated (exit code), `r` restart count; `init pullcheck`
@@ -1123,7 +1257,7 @@ container, which waits for the Master's DNS name (no cluster DNS here).
 ## Details
 
 EOF
-  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/details/$d" 2>/dev/null || true; done
+  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/details/$d" 2>/dev/null || true; done
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 log "wrote $OUT (total ${T_TOTAL}s)"
@@ -1136,7 +1270,7 @@ mkdir -p "$(dirname "$DATA")"
   echo "# t: seconds from just before \`kubectl create\`; cpu_m, mem_mi: effective requests (millicores, MiB) of the scenario's"
   echo "# non-terminal pods bound to the node; event: what changed (pods, the Job's terminal condition, admission)."
   echo "scenario,t,cpu_m,mem_mi,event"
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9e 9f 9g 9h 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
 } >"$DATA.new"
 mv "$DATA.new" "$DATA"
 python3 "$ROOT/scripts/chart.py" --data "$DATA" --out "$CHART"
