@@ -186,11 +186,20 @@ pub(super) async fn read_capped<R: AsyncRead + Unpin>(
     reader: Option<R>,
     limit: u64,
 ) -> std::io::Result<Option<Vec<u8>>> {
+    let buf = read_prefix(reader, limit + 1).await?;
+    Ok((buf.len() as u64 <= limit).then_some(buf))
+}
+
+/// Up to `limit` bytes; the rest is not read (the child gets a broken pipe if it goes on).
+pub(super) async fn read_prefix<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     if let Some(reader) = reader {
-        reader.take(limit + 1).read_to_end(&mut buf).await?;
+        reader.take(limit).read_to_end(&mut buf).await?;
     }
-    Ok((buf.len() as u64 <= limit).then_some(buf))
+    Ok(buf)
 }
 
 /// The first non-empty line, trimmed and cut to 160 characters, for an error message.

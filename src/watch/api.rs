@@ -297,19 +297,14 @@ impl WatchApi {
             "metadata": {"uid": pod.uid, "resourceVersion": resource_version},
             "status": {"conditions": [condition]},
         });
-        let resp = self
-            .send(
-                "PATCH",
-                reqwest::Method::PATCH,
-                url,
-                Some(("application/strategic-merge-patch+json", body)),
-                Some(REQUEST_TIMEOUT),
-            )
-            .await?;
-        match resp.status().as_u16() {
-            409 | 404 => Ok(false),
-            _ => Self::json("PATCH", resp, &[200]).await.map(|_| true),
-        }
+        self.conditional(
+            "PATCH",
+            reqwest::Method::PATCH,
+            url,
+            ("application/strategic-merge-patch+json", body),
+            &[200],
+        )
+        .await
     }
 
     /// Delete the pod with its default grace period, only if it is still the one with
@@ -323,18 +318,32 @@ impl WatchApi {
             "kind": "DeleteOptions",
             "preconditions": {"uid": pod.uid},
         });
+        self.conditional(
+            "DELETE",
+            reqwest::Method::DELETE,
+            url,
+            ("application/json", body),
+            &[200, 202],
+        )
+        .await
+    }
+
+    /// A write whose precondition may no longer hold: `Ok(false)` for 409 (the pod changed
+    /// or was replaced) and 404 (gone), `Ok(true)` for one of `ok`.
+    async fn conditional(
+        &self,
+        verb: &'static str,
+        method: reqwest::Method,
+        url: url::Url,
+        body: (&'static str, Value),
+        ok: &[u16],
+    ) -> Result<bool, ApiError> {
         let resp = self
-            .send(
-                "DELETE",
-                reqwest::Method::DELETE,
-                url,
-                Some(("application/json", body)),
-                Some(REQUEST_TIMEOUT),
-            )
+            .send(verb, method, url, Some(body), Some(REQUEST_TIMEOUT))
             .await?;
         match resp.status().as_u16() {
             409 | 404 => Ok(false),
-            _ => Self::json("DELETE", resp, &[200, 202]).await.map(|_| true),
+            _ => Self::json(verb, resp, ok).await.map(|_| true),
         }
     }
 

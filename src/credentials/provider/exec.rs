@@ -27,7 +27,7 @@ use tokio::process::Command;
 use super::config::{ExecApi, ProviderSpec};
 use super::duration::parse_go_duration;
 use crate::credentials::docker_config::{DockerConfig, DockerConfigEntry};
-use crate::credentials::helper::read_capped;
+use crate::credentials::helper::{read_capped, read_prefix};
 use crate::credentials::secret::Secret;
 
 /// The kubelet's fixed deadline for one plugin run.
@@ -206,19 +206,6 @@ fn secret_env_values(spec: &ProviderSpec, base: Option<&[(OsString, OsString)]>)
         .filter(|(k, _)| secret_name(k))
         .map(|(_, v)| v)
         .collect()
-}
-
-/// Up to `limit` bytes; the rest is not read (the child gets a broken pipe if it goes on).
-async fn read_prefix<R: tokio::io::AsyncRead + Unpin>(
-    reader: Option<R>,
-    limit: u64,
-) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    if let Some(reader) = reader {
-        reader.take(limit).read_to_end(&mut buf).await?;
-    }
-    Ok(buf)
 }
 
 /// Runs plugins from one bin dir.
