@@ -6,7 +6,8 @@
 # 1. installs the test dependencies (scripts/deps.sh: docker-registry, openssl, ...);
 # 2. builds (once, cached) etcd, kube-apiserver, kubectl and helm (scripts/go-tools.sh);
 # 3. starts etcd + kube-apiserver on loopback (scripts/control-plane.sh) in a private state
-#    directory, stopped again on exit;
+#    directory, and a second one with --feature-gates=ContainerRestartRules=false (for the
+#    webhook's restart-rules probe; PULLCHECK_CP_GATE_OFF_DIR/_SERVER), stopped on exit;
 # 4. runs tests/integration/apiserver.rs (cargo test --test integration apiserver::) with
 #    PULLCHECK_APISERVER_E2E=1, so a missing piece fails instead of skipping.
 #
@@ -36,6 +37,7 @@ cleanup() {
     tail -40 "$PULLCHECK_CP_DIR/logs/kube-apiserver.log" >&2 || true
   fi
   scripts/control-plane.sh stop >/dev/null 2>&1 || true
+  PULLCHECK_CP_DIR="$state/cp-gate-off" scripts/control-plane.sh stop >/dev/null 2>&1 || true
   rm -rf "$state"
   exit "$rc"
 }
@@ -45,6 +47,10 @@ trap 'exit 130' INT TERM
 t1=$SECONDS
 eval "$(scripts/control-plane.sh start)"
 log "control plane up in $((SECONDS - t1))s at $PULLCHECK_CP_SERVER"
+# Only its PULLCHECK_CP_* lines, renamed: KUBECONFIG and PATH stay the first one's.
+eval "$(PULLCHECK_CP_DIR="$state/cp-gate-off" PULLCHECK_CP_APISERVER_ARGS=--feature-gates=ContainerRestartRules=false \
+  scripts/control-plane.sh start | sed -n 's/^export PULLCHECK_CP_/export PULLCHECK_CP_GATE_OFF_/p')"
+log "second control plane (ContainerRestartRules=false) at $PULLCHECK_CP_GATE_OFF_SERVER"
 
 export PULLCHECK_APISERVER_E2E=1
 t2=$SECONDS

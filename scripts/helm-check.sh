@@ -48,15 +48,20 @@ def helm(*args):
     return subprocess.run([HELM, *args], capture_output=True, text=True)
 
 
-def render(*args, release="pc", expect_error=None):
+def render(*args, release="pc", expect_error=None, probe=False):
     """helm template → list of documents; None on failure (the error is printed unless it
-    contains `expect_error`)."""
+    contains `expect_error`). The restart-rules probe's Role, RoleBinding and policy are
+    left out unless `probe` (their own section checks them), so the other sections count
+    only their own RBAC."""
     r = helm("template", release, CHART, "--namespace", NS, *args)
     if r.returncode != 0:
         if not (expect_error and expect_error in r.stderr):
             print(r.stderr, file=sys.stderr)
         return None
-    return [d for d in yaml.safe_load_all(r.stdout) if d]
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    if not probe:
+        docs = [d for d in docs if not d["metadata"]["name"].endswith("-restart-rules-probe")]
+    return docs
 
 
 def kinds(docs):
@@ -100,14 +105,16 @@ for name, extra in LINT_SETS.items():
     check(f"helm lint --strict ({name})", r.returncode == 0, r.stdout + r.stderr)
 
 # ---- defaults --------------------------------------------------------------------------
-docs = render()
+docs = render(probe=True)
 check("default render succeeds", docs is not None)
 docs = docs or []
 k = kinds(docs)
 check("default kinds and counts", k == {
     "Deployment": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 1,
     "ClusterRoleBinding": 1, "Secret": 1, "PodDisruptionBudget": 1,
-    "ValidatingWebhookConfiguration": 1, "MutatingWebhookConfiguration": 1}, k)
+    "ValidatingWebhookConfiguration": 1, "MutatingWebhookConfiguration": 1,
+    "Role": 1, "RoleBinding": 1, "ValidatingAdmissionPolicy": 1,
+    "ValidatingAdmissionPolicyBinding": 1}, k)
 
 vwc = one(docs, "ValidatingWebhookConfiguration")["webhooks"]
 mwc = one(docs, "MutatingWebhookConfiguration")["webhooks"]
@@ -570,6 +577,53 @@ check("schema rejects a namespaceLabel without =",
       render("--set", "watch.namespaceLabel=team", expect_error="does not match pattern") is None)
 check("schema rejects a non-numeric transientGraceSeconds",
       render("--set", "watch.transientGraceSeconds=soon", expect_error="transientGraceSeconds") is None)
+
+# ---- restart-rules probe (webhook --probe-namespace) -------------------------------------
+PROBE = "pc-pullcheck-restart-rules-probe"
+def probe_parts(docs):
+    return {d["kind"]: d for d in docs if d["metadata"]["name"] == PROBE}
+def deploy_args(docs):
+    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+docs = render(probe=True) or []
+p = probe_parts(docs)
+check("probe: Role, RoleBinding, policy and binding by default",
+      sorted(p) == ["Role", "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"], sorted(p))
+check("probe: the Role creates pods in the release namespace only",
+      p["Role"]["metadata"]["namespace"] == NS
+      and p["Role"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}], p.get("Role"))
+check("probe: the RoleBinding names the webhook's ServiceAccount",
+      p["RoleBinding"]["metadata"]["namespace"] == NS
+      and p["RoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": "pc-pullcheck", "namespace": NS}]
+      and p["RoleBinding"]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROBE},
+      p.get("RoleBinding"))
+vap = p["ValidatingAdmissionPolicy"]["spec"]
+check("probe: the policy denies the webhook's non-dry-run pod creates, failing closed",
+      vap["failurePolicy"] == "Fail"
+      and vap["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                        "operations": ["CREATE"], "resources": ["pods"]}]
+      and vap["matchConditions"] == [{"name": "created-by-pullcheck", "expression":
+                                      f'request.userInfo.username == "system:serviceaccount:{NS}:pc-pullcheck"'}]
+      and vap["validations"][0]["expression"] == "has(request.dryRun) && request.dryRun", vap)
+check("probe: the policy is bound with Deny",
+      p["ValidatingAdmissionPolicyBinding"]["spec"] == {"policyName": PROBE, "validationActions": ["Deny"]})
+args = deploy_args(docs)
+check("probe: --probe-namespace and --probe-service-account passed",
+      f"--probe-namespace={NS}" in args and "--probe-service-account=pc-pullcheck" in args, args)
+for label, extra in (("transient Count", ["--set", "inject.transient=Count"]),
+                     ("transient Ignore", ["--set", "inject.transient=Ignore"]),
+                     ("restartRulesProbe=false", ["--set", "inject.restartRulesProbe=false"]),
+                     ("Kubernetes 1.29 (no ValidatingAdmissionPolicy v1)", ["--kube-version", "1.29.4"])):
+    docs = render(*extra, probe=True) or []
+    check(f"probe: none with {label}", not probe_parts(docs)
+          and not any(a.startswith("--probe-") for a in deploy_args(docs)), probe_parts(docs))
+docs = render("--set", "inject.transient=Restart", probe=True) or []
+check("probe: with transient Restart too", len(probe_parts(docs)) == 4)
+docs = render("--set", "rbac.create=false", probe=True) or []
+check("probe with rbac.create=false: the policy and the flags stay, no Role or RoleBinding",
+      sorted(probe_parts(docs)) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+      and f"--probe-namespace={NS}" in deploy_args(docs), sorted(probe_parts(docs)))
+check("schema rejects a non-boolean restartRulesProbe",
+      render("--set", "inject.restartRulesProbe=maybe", expect_error="restartRulesProbe") is None)
 
 # ---- schema --------------------------------------------------------------------------
 check("schema rejects an unknown mode", render("--set", "webhook.mode=block", expect_error="must be one of") is None)

@@ -340,3 +340,14 @@ impl ApiServerArgs {
         }
     }
 }
+
+/// An RFC 1123 label: what a namespace name must be (lowercase letters, digits and `-`, at
+/// most 63, not starting or ending with `-`; kubernetes `IsDNS1123Label`).
+pub(crate) fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{ApiServerArgs, Output};
+use super::args::{ApiServerArgs, Output, is_dns_label};
 use super::plan::seconds;
 use super::{CliError, UsageError};
 use crate::watch::Settings;
@@ -171,15 +171,6 @@ impl WatchArgs {
             hosts_dir: self.hosts_dir.clone(),
         })
     }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 fn is_label_value(v: &str) -> bool {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::args::is_dns_label;
 use super::init_container::{Transient, validate_options};
 use super::input::load_table;
 use super::plan::{list_or_default, seconds};
@@ -178,6 +179,25 @@ affinity) or kubernetes.io/os narrows the list."
         long_help = "What pullcheck's transient code 20 does in mutated workloads: auto (default: restart where the API server is 1.35 or later, else count, without a warning), count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35, with a warning).")]
     pub transient: Transient,
 
+    /// Namespace of the dry-run Pod that shows whether container restart rules are kept.
+    #[arg(
+        long = "probe-namespace",
+        value_name = "NAMESPACE",
+        help_heading = "Mutation",
+        long_help = "Where --transient auto|restart would write container restart rules on a 1.35 or later API server, first create a Pod carrying them in NAMESPACE with dryRun=All (nothing is stored or run) and read back what the server would store: a server with the ContainerRestartRules feature gate off drops them silently, and then count is written, with a warning. Needs create on pods in NAMESPACE (the chart grants it there, dry runs only). Empty (default): the version alone decides."
+    )]
+    pub probe_namespace: Option<String>,
+
+    /// ServiceAccount of the dry-run Pod (it must exist in --probe-namespace).
+    #[arg(
+        long = "probe-service-account",
+        value_name = "NAME",
+        default_value = "default",
+        help_heading = "Mutation",
+        long_help = "ServiceAccount named by the --probe-namespace dry-run Pod; it must exist there (the ServiceAccount admission plugin refuses the Pod otherwise). The chart passes the webhook's own."
+    )]
+    pub probe_service_account: String,
+
     /// Rewrite tags to the digest they resolved to (the index digest, never a platform child).
     #[arg(
         long = "pin-digests",
@@ -314,6 +334,20 @@ impl WebhookArgs {
             },
         };
         validate_options(&inject, "inject-")?;
+        let probe_namespace = self.probe_namespace.as_deref().unwrap_or_default();
+        if !probe_namespace.is_empty() && !is_dns_label(probe_namespace) {
+            return Err(UsageError(format!(
+                "--probe-namespace {probe_namespace:?}: not a namespace name (lowercase letters, digits and '-', at most 63); give the webhook's own namespace, or leave it out"
+            )));
+        }
+        if !self.probe_service_account.split('.').all(is_dns_label)
+            || self.probe_service_account.len() > 253
+        {
+            return Err(UsageError(format!(
+                "--probe-service-account {:?}: not a ServiceAccount name (lowercase DNS subdomain); give the webhook's own ServiceAccount",
+                self.probe_service_account
+            )));
+        }
         Ok(Config {
             listen: self.listen,
             tls_cert: self.tls_cert.clone(),
@@ -329,6 +363,12 @@ impl WebhookArgs {
             inject,
             pin_digests: self.pin_digests,
             transient_auto: self.transient == Transient::Auto,
+            restart_rules_probe: (!probe_namespace.is_empty()).then(|| {
+                crate::webhook::ProbeTarget {
+                    namespace: probe_namespace.to_string(),
+                    service_account: self.probe_service_account.clone(),
+                }
+            }),
             table,
             apiserver: self.api.apiserver(),
             cache: CacheConfig {

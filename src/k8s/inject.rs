@@ -206,7 +206,7 @@ fn inject_template(
     }
     let inits = array_entry(spec, "initContainers");
     inits.retain(|c| name_of(c) != Some(CONTAINER_NAME));
-    inits.insert(0, container(&refs, &secrets, opts));
+    inits.insert(0, init_container(&refs, &secrets, opts));
     if secrets.is_empty() {
         remove_named(spec, "volumes", VOLUME_NAME);
     } else {
@@ -246,8 +246,9 @@ fn array_entry<'a>(spec: &'a mut Map<String, Value>, list: &str) -> &'a mut Vec<
     slot.as_array_mut().expect("just made an array")
 }
 
-/// The init container for a template with these images and pull secrets.
-fn container(refs: &[String], secrets: &[String], opts: &InjectOptions) -> Value {
+/// The init container for a template with these images (`refs`) and pull secrets (names):
+/// also what the webhook's restart-rules probe sends (`webhook::restart_rules`).
+pub(crate) fn init_container(refs: &[String], secrets: &[String], opts: &InjectOptions) -> Value {
     let mut args = vec!["check".to_string()];
     if !secrets.is_empty() {
         args.extend(["--pull-secrets".to_string(), SECRETS_MOUNT_PATH.to_string()]);

@@ -426,6 +426,53 @@ impl ServiceAccountTokens for Cluster {
     }
 }
 
+impl Cluster {
+    /// `POST namespaces/NAMESPACE/RESOURCE?dryRun=All` of `object`: the status and the JSON
+    /// answer (the object as it would be stored, or a `Status`). Nothing is stored. Errors:
+    /// the request failed, the deadline passed, or the answer is not JSON.
+    pub(crate) async fn dry_run_create(
+        &self,
+        namespace: &str,
+        resource: &str,
+        object: &Value,
+        deadline: Instant,
+    ) -> Result<(u16, Value), String> {
+        let mut url = self
+            .api
+            .url(&["api", "v1", "namespaces", namespace, resource]);
+        url.query_pairs_mut().append_pair("dryRun", "All");
+        let what = format!("POST {} (dry run)", url.path());
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(format!("{what}: no time left"));
+        }
+        let resp = self
+            .api
+            .request(reqwest::Method::POST, url)
+            .await
+            .map_err(|e| format!("{what}: {e}"))?
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(object.to_string())
+            .timeout(remaining.min(REQUEST_TIMEOUT))
+            .send()
+            .await
+            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
+        if body.len() > MAX_OBJECT_BYTES {
+            return Err(format!(
+                "{what}: answer larger than {MAX_OBJECT_BYTES} bytes"
+            ));
+        }
+        let answer = serde_json::from_slice(&body)
+            .map_err(|e| format!("{what}: HTTP {status}, answer not JSON: {e}"))?;
+        Ok((status, answer))
+    }
+}
+
 /// The version in a `/version` answer: `gitVersion` (`v1.35.4`), else `major` and `minor`
 /// (the minor may carry a `+`, as managed clusters write it).
 fn version_of(v: &Value) -> Option<KubernetesVersion> {

@@ -71,6 +71,9 @@ pub struct Config {
     /// `--transient auto`: restart where the API server's version has container restart
     /// rules, count elsewhere, without the warning an explicit `restart` gives.
     pub transient_auto: bool,
+    /// Where restart rules are first tried on a dry-run Pod (`--probe-namespace`); `None`:
+    /// the API server's version alone decides.
+    pub restart_rules_probe: Option<super::ProbeTarget>,
     /// Kind → pod-template table.
     pub table: Table,
     /// Kubernetes API access; `None` = no namespace credentials (anonymous checks only).

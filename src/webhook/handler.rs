@@ -22,6 +22,7 @@ use super::config::Config;
 use super::engines::platforms_key;
 use super::metrics::Metrics;
 use super::platforms::template_platforms;
+use super::restart_rules;
 use super::review::{self, Checked, ImageCheck, Policy};
 use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
@@ -81,50 +82,37 @@ impl WebhookState {
     }
 }
 
-/// `--transient` as the cluster can carry it out: `restart` (asked, or `auto`) only where
-/// the API server's version (asked once) has container restart rules; otherwise `count`,
-/// with a warning in the log for an explicit `restart` (`auto` says it at info). A failed
-/// `/version` request falls back for this review only.
+/// `--transient` as the cluster can carry it out ([`super::restart_rules`]): decided on
+/// the first review that needs it and kept; an API error falls back to count for this
+/// review only (and is asked again on the next).
 async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientAction {
-    let asked = state.config.inject.transient;
-    let auto = state.config.transient_auto;
-    if asked != TransientAction::Restart {
-        return asked;
+    let cfg = &state.config;
+    if cfg.inject.transient != TransientAction::Restart {
+        return cfg.inject.transient;
     }
     let resolved = state
         .transient
         .get_or_try_init(|| async {
-            let Some(cluster) = &state.cluster else {
-                if auto {
-                    tracing::info!("no Kubernetes API to ask for its version: --transient auto writes count");
-                } else {
-                    tracing::warn!(
-                        "no Kubernetes API to ask for its version: --transient restart falls back to count"
-                    );
-                }
-                return Ok(TransientAction::Count);
-            };
-            let version = cluster.version(deadline).await?;
-            let (action, warning) = match version {
-                Some(v) => asked.for_cluster(Some(v)),
-                None => (
-                    TransientAction::Count,
-                    Some("the API server states no version: --transient restart falls back to count".into()),
-                ),
-            };
-            match warning {
-                Some(w) if auto => tracing::info!("--transient auto: {w}"),
-                Some(w) => tracing::warn!("{w}"),
-                None => tracing::info!(version = %version.map(|v| v.to_string()).unwrap_or_default(), "--transient restart: init containers get container restart rules"),
+            let r = restart_rules::resolve(
+                state.cluster.as_deref(),
+                &cfg.inject,
+                cfg.transient_auto,
+                cfg.restart_rules_probe.as_ref(),
+                deadline,
+            )
+            .await?;
+            match r.loudness {
+                restart_rules::Loudness::Info => tracing::info!("{}", r.message),
+                restart_rules::Loudness::Warn => tracing::warn!("{}", r.message),
             }
-            Ok::<_, super::cluster::ReadError>(action)
+            Ok::<_, String>(r.action)
         })
         .await;
     match resolved {
         Ok(action) => *action,
         Err(e) => {
             tracing::warn!(
-                "API server version unknown ({e}): --transient restart falls back to count for this review"
+                "container restart rules unknown ({e}): --transient writes count for this review"
             );
             TransientAction::Count
         }

@@ -22,6 +22,7 @@ pub(crate) mod engines;
 pub(crate) mod handler;
 pub(crate) mod metrics;
 pub mod platforms;
+pub(crate) mod restart_rules;
 pub mod review;
 pub(crate) mod server;
 pub mod triage;
@@ -29,6 +30,7 @@ pub mod triage;
 use std::sync::Arc;
 
 pub use config::{Config, Mode};
+pub use restart_rules::ProbeTarget;
 
 /// Why the webhook could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]

@@ -165,7 +165,7 @@ fn assert_short(ws: &[String]) {
 }
 
 /// The JSON patch of an answer (sent as a JSON array of bytes, kube-core's encoding).
-fn patch_of(resp: &Value) -> Option<json_patch::Patch> {
+pub(crate) fn patch_of(resp: &Value) -> Option<json_patch::Patch> {
     let bytes: Vec<u8> = serde_json::from_value(resp.get("patch")?.clone()).unwrap();
     assert_eq!(resp["patchType"], "JSONPatch");
     Some(serde_json::from_slice(&bytes).unwrap())

@@ -298,6 +298,15 @@ port or IPv6 brackets): "registry:5000" → "registry_5000". */}}
 {{- end }}
 
 {{/* The username the API server gives the webhook's ServiceAccount. */}}
+{{/* "true" when the webhook dry-runs the restart-rules probe Pod: transient Auto or
+Restart, inject.restartRulesProbe on, and an API server with ValidatingAdmissionPolicy v1
+(1.30), which keeps the probe's pod create permission to dry runs. */}}
+{{- define "pullcheck.restartRulesProbe" -}}
+{{- if and .Values.webhook.enabled .Values.inject.restartRulesProbe (has (lower .Values.inject.transient) (list "auto" "restart")) (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end }}
+
 {{- define "pullcheck.serviceAccountUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "pullcheck.serviceAccountName" .) }}
 {{- end }}

@@ -1,0 +1,376 @@
+//! Which `--transient` action the webhook writes: whether this API server keeps container
+//! restart rules (KEP-5307), from its version and, where configured, a server-side dry run.
+//!
+//! The version alone can't tell. A 1.35 API server with the `ContainerRestartRules` gate
+//! turned off accepts an init container's `restartPolicy: Never` and `restartPolicyRules`
+//! and silently drops both (measured on kube-apiserver v1.35.4 started with
+//! `--feature-gates=ContainerRestartRules=false`: the dry-run answer carries neither field;
+//! the dropping is `dropDisabledFields` in kubernetes `pkg/api/pod/util.go`). A dropped
+//! rule is not dangerous (the pod then fails on exit 20 and the podFailurePolicy `Count`
+//! rule retries it, which is `count`), but the webhook would be promising what the cluster
+//! won't do. So where the version allows restart rules and `--probe-namespace` is set, the
+//! webhook creates, with `dryRun=All` (nothing is stored, nothing runs), a Pod whose init
+//! container is the one it injects, and reads back what the server would have stored.
+//!
+//! The probe needs `create` on pods in that namespace. The chart grants it there only, and
+//! a ValidatingAdmissionPolicy denies the webhook's ServiceAccount any pod create that is
+//! not a dry run (charts/pullcheck/templates/restart-rules-probe.yaml).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::cluster::Cluster;
+use crate::k8s::KubernetesVersion;
+use crate::k8s::inject::{CONTAINER_NAME, InjectOptions, TransientAction, init_container};
+
+/// Where the dry-run probe Pod is created (`--probe-namespace`, `--probe-service-account`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeTarget {
+    /// The namespace (the webhook's own, in the chart).
+    pub namespace: String,
+    /// The probe Pod's ServiceAccount: the ServiceAccount admission plugin refuses a Pod
+    /// whose ServiceAccount doesn't exist, even in a dry run.
+    pub service_account: String,
+}
+
+/// What the dry run says about the restart fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProbeAnswer {
+    /// The server would store both fields as sent.
+    Kept,
+    /// The server accepted the Pod without them (the feature gate is off).
+    Dropped,
+    /// The server refused the Pod as invalid (HTTP 422), with its message: an API server
+    /// that doesn't know the fields' values (1.33 and older).
+    Refused(String),
+    /// No answer about the fields: no permission, the namespace or ServiceAccount missing,
+    /// another admission webhook refusing the Pod, or the fields changed by a mutating
+    /// webhook. The version decides.
+    Inconclusive(String),
+}
+
+/// The probe Pod: the init container `/mutate` writes with `--transient restart` (no images
+/// to check), a main container from the same image, `pullcheck.io/skip` so no pullcheck
+/// webhook or watch acts on it, and no ServiceAccount token.
+pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
+    let opts = InjectOptions {
+        transient: TransientAction::Restart,
+        ..opts.clone()
+    };
+    let init = init_container(&[], &[], &opts);
+    let mut main = init.clone();
+    if let Some(m) = main.as_object_mut() {
+        m.shift_remove("restartPolicy");
+        m.shift_remove("restartPolicyRules");
+        m.insert("name".into(), json!("probe"));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "pullcheck-restart-rules-probe-",
+            "labels": {"app.kubernetes.io/name": "pullcheck", "pullcheck.io/probe": "restart-rules"},
+            "annotations": {"pullcheck.io/skip": "true"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": service_account,
+            "automountServiceAccountToken": false,
+            "initContainers": [init],
+            "containers": [main],
+        },
+    })
+}
+
+/// Reads the dry run's answer: `status` and the body (a Pod on 2xx, a `Status` otherwise).
+/// `sent` is the probe Pod.
+pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswer {
+    let message = || {
+        body.get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message")
+            .to_string()
+    };
+    match status {
+        200 | 201 => {}
+        422 => return ProbeAnswer::Refused(message()),
+        _ => return ProbeAnswer::Inconclusive(format!("HTTP {status}: {}", message())),
+    }
+    let init_of = |pod: &Value| {
+        pod.pointer("/spec/initContainers")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|c| c["name"] == CONTAINER_NAME))
+            .cloned()
+    };
+    let (Some(want), Some(got)) = (init_of(sent), init_of(body)) else {
+        return ProbeAnswer::Inconclusive(
+            "the answer has no pullcheck init container (a mutating webhook removed it?)".into(),
+        );
+    };
+    let fields = |c: &Value| {
+        (
+            c.get("restartPolicy").cloned(),
+            c.get("restartPolicyRules").cloned(),
+        )
+    };
+    match fields(&got) {
+        (None, None) => ProbeAnswer::Dropped,
+        f if f == fields(&want) => ProbeAnswer::Kept,
+        (policy, rules) => ProbeAnswer::Inconclusive(format!(
+            "the answer changed them to restartPolicy {} and restartPolicyRules {}",
+            policy.unwrap_or(Value::Null),
+            rules.unwrap_or(Value::Null)
+        )),
+    }
+}
+
+/// How loud a resolution is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Loudness {
+    /// Expected: logged at info.
+    Info,
+    /// The operator may want to act (an explicit `restart` not honoured, a failed probe).
+    Warn,
+}
+
+/// The action written, and the one log line saying why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolution {
+    pub action: TransientAction,
+    pub loudness: Loudness,
+    pub message: String,
+}
+
+/// The decision for `asked` = restart (`auto` when it came from `--transient auto`): the
+/// API server's `version` (`None`: it states none), then the probe's `answer` (`None`: no
+/// probe configured). Restart only where the version allows it and the probe, if any, did
+/// not show the fields dropped or refused; an inconclusive probe leaves it to the version.
+pub(crate) fn decide(
+    auto: bool,
+    version: Option<KubernetesVersion>,
+    answer: Option<&ProbeAnswer>,
+) -> Resolution {
+    let flag = if auto { "auto" } else { "restart" };
+    let count = |loudness, why: String| Resolution {
+        action: TransientAction::Count,
+        loudness,
+        message: format!("{why}: --transient {flag} writes count"),
+    };
+    let restart = |loudness, why: String| Resolution {
+        action: TransientAction::Restart,
+        loudness,
+        message: format!("{why}: --transient {flag} writes container restart rules"),
+    };
+    // Below 1.35 is expected under auto; an explicit restart deserves a warning.
+    let expected = if auto { Loudness::Info } else { Loudness::Warn };
+    let Some(v) = version else {
+        return count(expected, "the API server states no version".into());
+    };
+    if !v.has_container_restart_rules() {
+        return count(
+            expected,
+            format!(
+                "Kubernetes {v} has no container restart rules (beta and on by default from 1.35)"
+            ),
+        );
+    }
+    match answer {
+        None => restart(
+            Loudness::Info,
+            format!(
+                "Kubernetes {v} (no --probe-namespace: a server with the ContainerRestartRules gate off would drop them unseen)"
+            ),
+        ),
+        Some(ProbeAnswer::Kept) => restart(
+            Loudness::Info,
+            format!("Kubernetes {v}, and a dry-run Pod kept restartPolicy and restartPolicyRules"),
+        ),
+        Some(ProbeAnswer::Dropped) => count(
+            Loudness::Warn,
+            format!(
+                "Kubernetes {v} dropped restartPolicy and restartPolicyRules from a dry-run Pod (the ContainerRestartRules feature gate is off)"
+            ),
+        ),
+        Some(ProbeAnswer::Refused(m)) => count(
+            Loudness::Warn,
+            format!("Kubernetes {v} refused a dry-run Pod with container restart rules ({m})"),
+        ),
+        Some(ProbeAnswer::Inconclusive(m)) => restart(
+            Loudness::Warn,
+            format!("the dry-run probe Pod told nothing ({m}); going by Kubernetes {v}"),
+        ),
+    }
+}
+
+/// The action for this review. Anything but restart is returned as asked. Restart asks the
+/// API server's version and then runs the probe (when `probe` is set); an error (the API
+/// unreachable, the deadline) is returned, so the caller falls back for this review only
+/// and asks again on the next one.
+pub(crate) async fn resolve(
+    cluster: Option<&Cluster>,
+    opts: &InjectOptions,
+    auto: bool,
+    probe: Option<&ProbeTarget>,
+    deadline: Instant,
+) -> Result<Resolution, String> {
+    let Some(cluster) = cluster else {
+        let loudness = if auto { Loudness::Info } else { Loudness::Warn };
+        let flag = if auto { "auto" } else { "restart" };
+        return Ok(Resolution {
+            action: TransientAction::Count,
+            loudness,
+            message: format!(
+                "no Kubernetes API to ask for its version: --transient {flag} writes count"
+            ),
+        });
+    };
+    let version = cluster.version(deadline).await.map_err(|e| e.to_string())?;
+    let answer = match (probe, version) {
+        (Some(p), Some(v)) if v.has_container_restart_rules() => {
+            let pod = probe_pod(opts, &p.service_account);
+            let (status, body) = cluster
+                .dry_run_create(&p.namespace, "pods", &pod, deadline)
+                .await?;
+            Some(read_answer(&pod, status, &body))
+        }
+        _ => None,
+    };
+    Ok(decide(auto, version, answer.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> InjectOptions {
+        InjectOptions {
+            image: "registry.example/pullcheck:1".into(),
+            ..InjectOptions::default()
+        }
+    }
+
+    fn v(s: &str) -> Option<KubernetesVersion> {
+        KubernetesVersion::parse(s)
+    }
+
+    /// The init container of the probe carries exactly the fields inject writes.
+    #[test]
+    fn the_probe_pod_carries_the_injected_restart_fields() {
+        let pod = probe_pod(&opts(), "pullcheck");
+        let init = &pod["spec"]["initContainers"][0];
+        assert_eq!(init["name"], "pullcheck");
+        assert_eq!(init["restartPolicy"], "Never");
+        assert_eq!(
+            init["restartPolicyRules"],
+            json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [20]}}])
+        );
+        let main = &pod["spec"]["containers"][0];
+        assert_eq!(main["name"], "probe");
+        assert!(main.get("restartPolicy").is_none() && main.get("restartPolicyRules").is_none());
+        assert_eq!(main["image"], "registry.example/pullcheck:1");
+        assert_eq!(pod["spec"]["serviceAccountName"], "pullcheck");
+        assert_eq!(pod["metadata"]["annotations"]["pullcheck.io/skip"], "true");
+    }
+
+    /// Answers captured from kube-apiserver v1.35.4 (gate on, gate off), trimmed to the
+    /// parts read.
+    #[test]
+    fn answers_read_as_kept_dropped_refused_or_inconclusive() {
+        let sent = probe_pod(&opts(), "pullcheck");
+        let kept = sent.clone();
+        assert_eq!(read_answer(&sent, 201, &kept), ProbeAnswer::Kept);
+
+        let mut dropped = sent.clone();
+        let init = dropped["spec"]["initContainers"][0]
+            .as_object_mut()
+            .unwrap();
+        init.shift_remove("restartPolicy");
+        init.shift_remove("restartPolicyRules");
+        assert_eq!(read_answer(&sent, 201, &dropped), ProbeAnswer::Dropped);
+
+        let invalid = json!({"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422,
+            "message": "Pod \"x\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""});
+        assert_eq!(
+            read_answer(&sent, 422, &invalid),
+            ProbeAnswer::Refused("Pod \"x\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"".into())
+        );
+
+        let forbidden = json!({"kind": "Status", "code": 403,
+            "message": "pods is forbidden: User \"system:serviceaccount:pullcheck:pullcheck\" cannot create resource \"pods\" in API group \"\" in the namespace \"pullcheck\""});
+        assert_eq!(
+            read_answer(&sent, 403, &forbidden),
+            ProbeAnswer::Inconclusive("HTTP 403: pods is forbidden: User \"system:serviceaccount:pullcheck:pullcheck\" cannot create resource \"pods\" in API group \"\" in the namespace \"pullcheck\"".into())
+        );
+
+        let mut half = sent.clone();
+        half["spec"]["initContainers"][0]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("restartPolicyRules");
+        assert_eq!(
+            read_answer(&sent, 201, &half),
+            ProbeAnswer::Inconclusive(
+                "the answer changed them to restartPolicy \"Never\" and restartPolicyRules null"
+                    .into()
+            )
+        );
+
+        let mut gone = sent.clone();
+        gone["spec"]["initContainers"] = json!([]);
+        assert_eq!(
+            read_answer(&sent, 201, &gone),
+            ProbeAnswer::Inconclusive(
+                "the answer has no pullcheck init container (a mutating webhook removed it?)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn restart_only_where_version_and_probe_agree() {
+        use Loudness::*;
+        use TransientAction::*;
+        let cases = [
+            (true, v("1.35.4"), Some(ProbeAnswer::Kept), Restart, Info),
+            (true, v("1.35.4"), None, Restart, Info),
+            (true, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
+            (false, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
+            (
+                true,
+                v("1.36.0"),
+                Some(ProbeAnswer::Refused("x".into())),
+                Count,
+                Warn,
+            ),
+            (
+                true,
+                v("1.35.4"),
+                Some(ProbeAnswer::Inconclusive("x".into())),
+                Restart,
+                Warn,
+            ),
+            (true, v("1.34.2"), None, Count, Info),
+            (false, v("1.34.2"), None, Count, Warn),
+            (true, None, None, Count, Info),
+            (false, None, None, Count, Warn),
+        ];
+        for (auto, version, answer, action, loudness) in cases {
+            let r = decide(auto, version, answer.as_ref());
+            assert_eq!(
+                (r.action, r.loudness),
+                (action, loudness),
+                "{auto} {version:?} {answer:?}: {}",
+                r.message
+            );
+        }
+        assert_eq!(
+            decide(true, v("1.35.4"), Some(&ProbeAnswer::Dropped)).message,
+            "Kubernetes 1.35 dropped restartPolicy and restartPolicyRules from a dry-run Pod (the ContainerRestartRules feature gate is off): --transient auto writes count"
+        );
+        assert_eq!(
+            decide(false, v("1.33.1"), None).message,
+            "Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart writes count"
+        );
+    }
+}
