@@ -176,7 +176,7 @@ affinity) or kubernetes.io/os narrows the list."
 
     /// podFailurePolicy action for pullcheck's transient code 20.
     #[arg(long = "transient", value_enum, value_name = "ACTION", default_value_t = Transient::Auto, help_heading = "Mutation",
-        long_help = "What pullcheck's transient code 20 does in mutated workloads: auto (default: restart where the API server is 1.35 or later, else count, without a warning), count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35, with a warning).")]
+        long_help = "What pullcheck's transient code 20 does in mutated workloads: auto (default: restart where the API server is 1.35 or later, else count, without a warning), count (the podFailurePolicy rule uses a backoffLimit retry), ignore (it doesn't), or restart (Kubernetes >= 1.35 container restart rules: the init container retries in place; the webhook asks the API server's version once and falls back to count below 1.35, with a warning). With --probe-namespace, auto and restart also dry-run a Pod carrying the rules and write count, with a warning, where the server drops them (the ContainerRestartRules feature gate off).")]
     pub transient: Transient,
 
     /// Namespace of the dry-run Pod that shows whether container restart rules are kept.

@@ -5,7 +5,7 @@
 //! turned off accepts an init container's `restartPolicy: Never` and `restartPolicyRules`
 //! and silently drops both (measured on kube-apiserver v1.35.4 started with
 //! `--feature-gates=ContainerRestartRules=false`: the dry-run answer carries neither field;
-//! the dropping is `dropDisabledFields` in kubernetes `pkg/api/pod/util.go`). A dropped
+//! the dropping is `dropContainerRestartRules` in kubernetes `pkg/api/pod/util.go`). A dropped
 //! rule is not dangerous (the pod then fails on exit 20 and the podFailurePolicy `Count`
 //! rule retries it, which is `count`), but the webhook would be promising what the cluster
 //! won't do. So where the version allows restart rules and `--probe-namespace` is set, the

@@ -950,7 +950,7 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
         assert_eq!(asked, vec!["GET /version".to_string()], "{git}");
         if want.is_null() {
             assert!(
-                wh.log().contains("Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"),
+                wh.log().contains("Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart writes count"),
                 "{}",
                 wh.log()
             );
@@ -963,7 +963,7 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
     let log = wh.log();
     assert_eq!(
         log.matches(
-            "no Kubernetes API to ask for its version: --transient restart falls back to count"
+            "no Kubernetes API to ask for its version: --transient restart writes count"
         )
         .count(),
         1,
