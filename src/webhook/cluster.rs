@@ -345,31 +345,16 @@ impl Cluster {
                     "kind": "TokenRequest",
                     "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
                 });
-                let req = self
-                    .api
-                    .request(reqwest::Method::POST, url)
-                    .await
-                    .map_err(|e| format!("POST {path}: {e}"))?
-                    .header(http::header::CONTENT_TYPE, "application/json")
-                    .body(body.to_string())
-                    .timeout(REQUEST_TIMEOUT);
-                let resp = req
-                    .send()
-                    .await
-                    .map_err(|e| format!("POST {path}: {}", error_chain(&e)))?;
-                let status = resp.status().as_u16();
+                let what = format!("POST {path}");
+                let (status, body) = self.post_json(url, &what, &body, REQUEST_TIMEOUT).await?;
                 if status == 403 {
                     return Err(format!(
-                        "POST {path}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
+                        "{what}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
                     ));
                 }
                 if status != 201 && status != 200 {
-                    return Err(format!("POST {path}: HTTP {status}"));
+                    return Err(format!("{what}: HTTP {status}"));
                 }
-                let body = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| format!("POST {path}: {}", error_chain(&e)))?;
                 let v: Value = serde_json::from_slice(&body)
                     .map_err(|_| format!("POST {path}: the answer is not a TokenRequest"))?;
                 v.pointer("/status/token")
@@ -446,14 +431,34 @@ impl Cluster {
         if remaining.is_zero() {
             return Err(format!("{what}: no time left"));
         }
+        let (status, body) = self
+            .post_json(url, &what, object, remaining.min(REQUEST_TIMEOUT))
+            .await?;
+        let answer = serde_json::from_slice(&body)
+            .map_err(|e| format!("{what}: HTTP {status}, answer not JSON: {e}"))?;
+        Ok((status, answer))
+    }
+}
+
+impl Cluster {
+    /// POST `body` as JSON to `url` within `timeout`: the status and the answer's bytes (at
+    /// most [`MAX_OBJECT_BYTES`]). `what` starts every error; no error quotes the answer (a
+    /// TokenRequest's holds a token).
+    async fn post_json(
+        &self,
+        url: Url,
+        what: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), String> {
         let resp = self
             .api
             .request(reqwest::Method::POST, url)
             .await
             .map_err(|e| format!("{what}: {e}"))?
             .header(http::header::CONTENT_TYPE, "application/json")
-            .body(object.to_string())
-            .timeout(remaining.min(REQUEST_TIMEOUT))
+            .body(body.to_string())
+            .timeout(timeout)
             .send()
             .await
             .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
@@ -467,9 +472,7 @@ impl Cluster {
                 "{what}: answer larger than {MAX_OBJECT_BYTES} bytes"
             ));
         }
-        let answer = serde_json::from_slice(&body)
-            .map_err(|e| format!("{what}: HTTP {status}, answer not JSON: {e}"))?;
-        Ok((status, answer))
+        Ok((status, body.to_vec()))
     }
 }
 

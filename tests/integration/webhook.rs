@@ -962,10 +962,8 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
     assert_eq!(mutated_restart_policy(&wh), Value::Null);
     let log = wh.log();
     assert_eq!(
-        log.matches(
-            "no Kubernetes API to ask for its version: --transient restart writes count"
-        )
-        .count(),
+        log.matches("no Kubernetes API to ask for its version: --transient restart writes count")
+            .count(),
         1,
         "{log}"
     );
