@@ -1,0 +1,172 @@
+//! The webhook's writes to the Kubernetes API, all POSTs: TokenRequests for token-mode
+//! credential providers, and the dry-run probe Pod of [`crate::webhook::restart_rules`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use url::Url;
+
+use super::{Cluster, MAX_OBJECT_BYTES, REQUEST_TIMEOUT};
+use crate::apiserver::error_chain;
+use crate::credentials::Secret;
+use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};
+
+/// How long a ServiceAccount token pullcheck requests is valid (the API's minimum), and how
+/// long it is reused: half of that, so a plugin never gets one about to expire.
+const TOKEN_EXPIRATION_SECONDS: u64 = 600;
+pub(super) const TOKEN_REUSE: Duration = Duration::from_secs(TOKEN_EXPIRATION_SECONDS / 2);
+
+impl Cluster {
+    /// `POST serviceaccounts/NAME/token` (TokenRequest) for `audience`; one token per
+    /// ServiceAccount and audience is reused for [`TOKEN_REUSE`].
+    async fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        audience: &str,
+    ) -> Result<Secret, String> {
+        let key = format!("{namespace}\0{name}\0{audience}");
+        let path = format!("serviceaccounts/{name}/token in namespace {namespace}");
+        self.tokens
+            .try_get_with(key, async {
+                let mut url = self.url(namespace, "serviceaccounts", name);
+                if let Ok(mut segs) = url.path_segments_mut() {
+                    segs.push("token");
+                }
+                let body = serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
+                });
+                let what = format!("POST {path}");
+                let (status, body) = self.post_json(url, &what, &body, REQUEST_TIMEOUT).await?;
+                if status == 403 {
+                    return Err(format!(
+                        "{what}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
+                    ));
+                }
+                if status != 201 && status != 200 {
+                    return Err(format!("{what}: HTTP {status}"));
+                }
+                let v: Value = serde_json::from_slice(&body)
+                    .map_err(|_| format!("POST {path}: the answer is not a TokenRequest"))?;
+                v.pointer("/status/token")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .map(Secret::new)
+                    .ok_or_else(|| format!("POST {path}: the answer has no status.token"))
+            })
+            .await
+            .map_err(|e: Arc<String>| (*e).clone())
+    }
+}
+
+impl ServiceAccountTokens for Cluster {
+    fn service_account<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<ServiceAccountInfo, String>> {
+        Box::pin(async move {
+            let deadline = Instant::now() + REQUEST_TIMEOUT;
+            let sa = self
+                .get(namespace, "serviceaccounts", name, deadline)
+                .await
+                .map_err(|e| format!("ServiceAccount {namespace}/{name} not readable: {e}"))?
+                .ok_or_else(|| format!("ServiceAccount {namespace}/{name} does not exist"))?;
+            let meta = sa.get("metadata");
+            Ok(ServiceAccountInfo {
+                uid: meta
+                    .and_then(|m| m.get("uid"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                annotations: meta
+                    .and_then(|m| m.get("annotations"))
+                    .and_then(Value::as_object)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        })
+    }
+
+    fn token<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        audience: &'a str,
+    ) -> BoxFuture<'a, Result<Secret, String>> {
+        Box::pin(self.token_request(namespace, name, audience))
+    }
+}
+
+impl Cluster {
+    /// `POST namespaces/NAMESPACE/RESOURCE?dryRun=All` of `object`: the status and the JSON
+    /// answer (the object as it would be stored, or a `Status`). Nothing is stored. Errors:
+    /// the request failed, the deadline passed, or the answer is not JSON.
+    pub(crate) async fn dry_run_create(
+        &self,
+        namespace: &str,
+        resource: &str,
+        object: &Value,
+        deadline: Instant,
+    ) -> Result<(u16, Value), String> {
+        let mut url = self
+            .api
+            .url(&["api", "v1", "namespaces", namespace, resource]);
+        url.query_pairs_mut().append_pair("dryRun", "All");
+        let what = format!("POST {} (dry run)", url.path());
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(format!("{what}: no time left"));
+        }
+        let (status, body) = self
+            .post_json(url, &what, object, remaining.min(REQUEST_TIMEOUT))
+            .await?;
+        let answer = serde_json::from_slice(&body)
+            .map_err(|e| format!("{what}: HTTP {status}, answer not JSON: {e}"))?;
+        Ok((status, answer))
+    }
+}
+
+impl Cluster {
+    /// POST `body` as JSON to `url` within `timeout`: the status and the answer's bytes (at
+    /// most [`MAX_OBJECT_BYTES`]). `what` starts every error; no error quotes the answer (a
+    /// TokenRequest's holds a token).
+    async fn post_json(
+        &self,
+        url: Url,
+        what: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), String> {
+        let resp = self
+            .api
+            .request(reqwest::Method::POST, url)
+            .await
+            .map_err(|e| format!("{what}: {e}"))?
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
+        if body.len() > MAX_OBJECT_BYTES {
+            return Err(format!(
+                "{what}: answer larger than {MAX_OBJECT_BYTES} bytes"
+            ));
+        }
+        Ok((status, body.to_vec()))
+    }
+}
