@@ -298,7 +298,10 @@ fn a_1_35_apiserver_with_the_gate_off_gets_count_not_restart_rules() {
             &format!("tls.caBundle={}", ca.display()),
         ],
     );
-    let ns_doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS}});
+    // Pod Security "restricted" enforced where the probe Pod is dry-run: a probe refused by it
+    // would be inconclusive, and the version would wrongly decide restart.
+    let ns_doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS,
+        "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
     off.kubectl_ok(&["apply", "-f", "-"], Some(&ns_doc.to_string()));
     off.kubectl_ok(&["apply", "--server-side", "-f", "-"], Some(&rendered));
     let token = off.kubectl_ok(
