@@ -45,6 +45,19 @@ Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
     )]
     pub termination_log: Option<PathBuf>,
 
+    /// Index bodies already read (the webhook's annotation, as a file): HEADs suffice then.
+    #[arg(
+        long = "index-bodies",
+        value_name = "FILE",
+        help_heading = "Input",
+        long_help = "A JSON object from index digest to index body, as the webhook writes it into the \
+pod-template annotation pullcheck.io/index-bodies and the injected init container reads it (downward-API \
+volume). A body is used only when it hashes to its digest and the tag's HEAD answers that digest, so on a \
+metered registry (Docker Hub) the platform is verified without a GET. An unreadable or empty file, or a body \
+that doesn't match its digest, is skipped with a warning: the check goes on as without it."
+    )]
+    pub index_bodies: Option<PathBuf>,
+
     /// No per-image lines, warnings or notes; the exit code alone.
     #[arg(
         long,
@@ -61,6 +74,13 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
     super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
+    if let Some(path) = &a.index_bodies {
+        for w in remember_index_bodies(&engine, path).await {
+            if !a.quiet {
+                eprintln!("pullcheck: warning: {w}");
+            }
+        }
+    }
     let outcomes = engine.check_all(&a.images).await;
     let code = combined_exit_code(outcomes.iter().map(|o| o.verdict));
     if !a.quiet {
@@ -86,6 +106,46 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
         "done"
     );
     printed
+}
+
+/// Largest `--index-bodies` file read (the annotation is at most 64 KiB).
+const MAX_INDEX_BODIES_FILE: u64 = 1024 * 1024;
+
+/// Load `--index-bodies` into the engine; the warnings, one line each. Never fails: the
+/// file only spares GETs, so without it the check runs as it always does.
+async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
+    let shown = path.display();
+    let text = match read_capped(path, MAX_INDEX_BODIES_FILE) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("--index-bodies {shown}: {e}; checking without it")],
+    };
+    let bodies = match crate::k8s::index_bodies::decode(&text) {
+        Ok(b) => b,
+        Err(e) => return vec![format!("--index-bodies {shown}: {e}; checking without it")],
+    };
+    let refused = engine.remember_index_bodies(bodies).await;
+    refused
+        .into_iter()
+        .map(|d| {
+            format!(
+                "--index-bodies {shown}: the body for {d} does not hash to that digest: not used"
+            )
+        })
+        .collect()
+}
+
+/// The file's text, refusing more than `max` bytes or anything but UTF-8.
+fn read_capped(path: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    f.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(text)
 }
 
 fn termination_path(flag: Option<&Path>) -> Option<PathBuf> {

@@ -130,6 +130,8 @@ impl InjectArgs {
             check_args: self.check_args.clone(),
             fail_fast: self.fail_fast,
             transient,
+            // Offline: nothing has been read to hand over.
+            index_bodies: Default::default(),
         };
         (options, warning)
     }

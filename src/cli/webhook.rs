@@ -332,6 +332,8 @@ impl WebhookArgs {
                 Transient::Count => TransientAction::Count,
                 Transient::Ignore => TransientAction::Ignore,
             },
+            // Filled per review with the bodies just read (handler.rs).
+            index_bodies: Default::default(),
         };
         validate_options(&inject, "inject-")?;
         let probe_namespace = self.probe_namespace.as_deref().unwrap_or_default();

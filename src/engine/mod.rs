@@ -57,6 +57,31 @@ impl Engine {
         }
     }
 
+    /// Keep index bodies read elsewhere (the webhook's, handed to the init container:
+    /// [`crate::k8s::index_bodies`]), by digest, each only when it hashes to its digest: a
+    /// wrong or forged entry is never used, and a kept one is used only when a HEAD answers
+    /// that very digest (`resolve::Resolver::index_body`). Returns the digests refused.
+    pub(crate) async fn remember_index_bodies(
+        &self,
+        bodies: Vec<(String, Vec<u8>)>,
+    ) -> Vec<String> {
+        let mut refused = Vec::new();
+        for (digest, body) in bodies {
+            if crate::reference::Digest::parse(&digest).is_ok_and(|d| d.verify(&body)) {
+                self.indexes.insert(digest, std::sync::Arc::new(body)).await;
+            } else {
+                refused.push(digest);
+            }
+        }
+        refused
+    }
+
+    /// The body of the index `digest` names, when this process has read it (verified
+    /// against the digest when it was kept).
+    pub(crate) async fn index_body(&self, digest: &str) -> Option<std::sync::Arc<Vec<u8>>> {
+        self.indexes.get(digest).await
+    }
+
     /// The transport (request counters, guard).
     pub(crate) fn registry(&self) -> &Registry {
         &self.registry

@@ -138,6 +138,13 @@ impl Plan {
             .cloned()
     }
 
+    /// True when `reference`'s registry meters manifest GETs (`--metered-registry`).
+    pub(crate) fn is_metered(&self, reference: &Reference) -> bool {
+        self.metered
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(reference.domain()))
+    }
+
     /// Whether to check the platform, or why not. Docker Hub counts every manifest GET as
     /// a pull and HEAD is free, so on metered registries the index is fetched only as
     /// [`MeteredGet`] allows.
@@ -145,10 +152,7 @@ impl Plan {
         match policy {
             PlatformPolicy::Any => PlatformCheck::Skip(SkipReason::AnyPlatform),
             PlatformPolicy::AnyOf(targets) => {
-                let metered = self
-                    .metered
-                    .iter()
-                    .any(|m| m.eq_ignore_ascii_case(reference.domain()));
+                let metered = self.is_metered(reference);
                 match self.metered_get {
                     _ if !metered => PlatformCheck::Verify(targets.clone()),
                     MeteredGet::Always => PlatformCheck::Verify(targets.clone()),

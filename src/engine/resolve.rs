@@ -203,7 +203,14 @@ impl Resolver<'_> {
             .found();
         }
         let body = match (resp.body, margin) {
-            (Some(body), _) => body,
+            (Some(body), _) => {
+                // verified_digest checked it against the digest: keep it for whoever asks
+                // by digest (the webhook hands bodies to the nodes it injects).
+                self.indexes
+                    .insert(digest.clone(), Arc::new(body.clone()))
+                    .await;
+                body
+            }
             (None, margin) => match self.index_body(route, &digest, resp.quota, margin).await {
                 Ok(Some(body)) => body,
                 Ok(None) => {

@@ -6,8 +6,12 @@
 //! with freshly derived ones, and pullcheck's own podFailurePolicy rules are recognised by
 //! their `containerName` and rewritten in front of the user's.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
+use super::index_bodies;
 use super::policy;
 use super::templates::{Table, pod_templates, pull_secret_names, template_images};
 pub use super::{CONTAINER_NAME, TransientAction, Warning};
@@ -16,6 +20,11 @@ pub use super::{CONTAINER_NAME, TransientAction, Warning};
 pub(crate) const VOLUME_NAME: &str = "pullcheck-pull-secrets";
 /// Where the pull secrets are mounted: one directory per secret below it.
 pub(crate) const SECRETS_MOUNT_PATH: &str = "/var/run/pullcheck/secrets";
+/// The downward-API volume holding the template's [`index_bodies::ANNOTATION`].
+pub(crate) const INDEX_BODIES_VOLUME: &str = "pullcheck-index-bodies";
+/// Where that volume is mounted, and its one file.
+pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodies";
+pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -47,6 +56,10 @@ pub struct InjectOptions {
     pub fail_fast: bool,
     /// Rule action for the transient code.
     pub transient: TransientAction,
+    /// Index bodies already read (the webhook's), by image as written: `(digest, body)`.
+    /// A template whose images have some gets them in its [`index_bodies::ANNOTATION`],
+    /// and its init container reads them from a downward-API volume. Empty for `inject`.
+    pub index_bodies: BTreeMap<String, (String, Arc<Vec<u8>>)>,
 }
 
 impl Default for InjectOptions {
@@ -58,6 +71,7 @@ impl Default for InjectOptions {
             check_args: Vec::new(),
             fail_fast: false,
             transient: TransientAction::Count,
+            index_bodies: BTreeMap::new(),
         }
     }
 }
@@ -190,10 +204,25 @@ fn inject_template(
         refs.push(use_.image);
     }
     let secrets = pull_secret_names(template);
-    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+    let bodies = if refs.is_empty() {
+        None
+    } else {
+        index_bodies::encode(refs.iter().filter_map(|r| {
+            let (digest, body) = opts.index_bodies.get(r)?;
+            Some((digest.as_str(), body.as_slice()))
+        }))
+    };
+    if template.get("spec").and_then(Value::as_object).is_none() {
         warn(out, at, "pod template has no spec: left unchanged");
         return false;
+    }
+    set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
+    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+        return false;
     };
+    if bodies.is_none() {
+        remove_named(spec, "volumes", INDEX_BODIES_VOLUME);
+    }
     if refs.is_empty() {
         remove_named(spec, "initContainers", CONTAINER_NAME);
         remove_named(spec, "volumes", VOLUME_NAME);
@@ -206,18 +235,78 @@ fn inject_template(
     }
     let inits = array_entry(spec, "initContainers");
     inits.retain(|c| name_of(c) != Some(CONTAINER_NAME));
-    inits.insert(0, init_container(&refs, &secrets, opts));
+    inits.insert(0, init_container(&refs, &secrets, bodies.is_some(), opts));
     if secrets.is_empty() {
         remove_named(spec, "volumes", VOLUME_NAME);
     } else {
-        let vol = volume(&secrets);
-        let volumes = array_entry(spec, "volumes");
-        match volumes.iter().position(|v| name_of(v) == Some(VOLUME_NAME)) {
-            Some(i) => volumes[i] = vol,
-            None => volumes.push(vol),
-        }
+        put_volume(spec, volume(&secrets));
+    }
+    if bodies.is_some() {
+        put_volume(spec, index_bodies_volume());
     }
     true
+}
+
+/// Put `vol` in `spec.volumes`, in place of the one of its name.
+fn put_volume(spec: &mut Map<String, Value>, vol: Value) {
+    let name = name_of(&vol).map(str::to_string);
+    let volumes = array_entry(spec, "volumes");
+    match volumes.iter().position(|v| name_of(v) == name.as_deref()) {
+        Some(i) => volumes[i] = vol,
+        None => volumes.push(vol),
+    }
+}
+
+/// Set `metadata.annotations[key]` of `obj` to `value`, or remove it (and an annotations
+/// map it leaves empty) for `None`.
+fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    match value {
+        Some(v) => {
+            if !o.contains_key("metadata") {
+                // Where it usually stands: before the spec.
+                o.shift_insert(0, "metadata".to_string(), Value::Object(Map::new()));
+            }
+            let meta = o.get_mut("metadata").expect("just inserted");
+            if !meta.is_object() {
+                *meta = Value::Object(Map::new());
+            }
+            let meta = meta.as_object_mut().expect("just made an object");
+            let ann = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !ann.is_object() {
+                *ann = Value::Object(Map::new());
+            }
+            ann.as_object_mut()
+                .expect("just made an object")
+                .insert(key.to_string(), Value::String(v.to_string()));
+        }
+        None => {
+            let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) else {
+                return;
+            };
+            let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) else {
+                return;
+            };
+            if ann.shift_remove(key).is_some() && ann.is_empty() {
+                meta.shift_remove("annotations");
+                if meta.is_empty() {
+                    o.shift_remove("metadata");
+                }
+            }
+        }
+    }
+}
+
+/// The downward-API volume with the template's index bodies as one file.
+fn index_bodies_volume() -> Value {
+    json!({"name": INDEX_BODIES_VOLUME, "downwardAPI": {"items": [{
+        "path": INDEX_BODIES_FILE,
+        "fieldRef": {"fieldPath": format!("metadata.annotations['{}']", index_bodies::ANNOTATION)},
+    }]}})
 }
 
 fn name_of(v: &Value) -> Option<&str> {
@@ -248,10 +337,21 @@ fn array_entry<'a>(spec: &'a mut Map<String, Value>, list: &str) -> &'a mut Vec<
 
 /// The init container for a template with these images (`refs`) and pull secrets (names):
 /// also what the webhook's restart-rules probe sends (`webhook::restart_rules`).
-pub(crate) fn init_container(refs: &[String], secrets: &[String], opts: &InjectOptions) -> Value {
+pub(crate) fn init_container(
+    refs: &[String],
+    secrets: &[String],
+    index_bodies: bool,
+    opts: &InjectOptions,
+) -> Value {
     let mut args = vec!["check".to_string()];
     if !secrets.is_empty() {
         args.extend(["--pull-secrets".to_string(), SECRETS_MOUNT_PATH.to_string()]);
+    }
+    if index_bodies {
+        args.extend([
+            "--index-bodies".to_string(),
+            format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}"),
+        ]);
     }
     args.push("--no-docker-config".to_string());
     args.extend(opts.check_args.iter().cloned());
@@ -278,9 +378,16 @@ pub(crate) fn init_container(refs: &[String], secrets: &[String], opts: &InjectO
         c["restartPolicy"] = restart_policy;
         c["restartPolicyRules"] = rules;
     }
+    let mut mounts = Vec::new();
     if !secrets.is_empty() {
-        c["volumeMounts"] =
-            json!([{"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}]);
+        mounts
+            .push(json!({"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}));
+    }
+    if index_bodies {
+        mounts.push(json!({"name": INDEX_BODIES_VOLUME, "mountPath": INDEX_BODIES_MOUNT_PATH, "readOnly": true}));
+    }
+    if !mounts.is_empty() {
+        c["volumeMounts"] = Value::Array(mounts);
     }
     c
 }
@@ -332,4 +439,129 @@ pub(crate) fn inject_documents(
         );
     }
     warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(images: &[&str]) -> Value {
+        let containers: Vec<Value> = images
+            .iter()
+            .enumerate()
+            .map(|(i, im)| json!({"name": format!("c{i}"), "image": im}))
+            .collect();
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": containers}}}})
+    }
+
+    fn with_bodies(pairs: &[(&str, &str, &[u8])]) -> InjectOptions {
+        InjectOptions {
+            index_bodies: pairs
+                .iter()
+                .map(|(image, digest, body)| {
+                    (
+                        image.to_string(),
+                        (digest.to_string(), Arc::new(body.to_vec())),
+                    )
+                })
+                .collect(),
+            ..InjectOptions::default()
+        }
+    }
+
+    /// The annotation, the downward-API volume, the mount and the flag come together, for the
+    /// template's own images only, each digest once; a pass without bodies removes them all.
+    #[test]
+    fn index_bodies_are_handed_over_and_taken_back() {
+        let table = Table::builtin();
+        let mut obj = job(&["docker.io/library/a:1", "b:1", "a:1"]);
+        let opts = with_bodies(&[
+            ("docker.io/library/a:1", "sha256:aa", b"{\"a\":1}"),
+            ("a:1", "sha256:aa", b"{\"a\":1}"),
+            ("elsewhere:1", "sha256:ee", b"{}"),
+        ]);
+        assert!(inject_object(&mut obj, &opts, &table).is_empty());
+        let t = &obj["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"][index_bodies::ANNOTATION],
+            r#"{"sha256:aa":"{\"a\":1}"}"#
+        );
+        assert_eq!(
+            t["spec"]["volumes"],
+            json!([{"name": "pullcheck-index-bodies", "downwardAPI": {"items": [{"path": "bodies.json",
+                "fieldRef": {"fieldPath": "metadata.annotations['pullcheck.io/index-bodies']"}}]}}])
+        );
+        let c = &t["spec"]["initContainers"][0];
+        assert_eq!(
+            c["args"],
+            json!([
+                "check",
+                "--index-bodies",
+                "/var/run/pullcheck/index-bodies/bodies.json",
+                "--no-docker-config",
+                "docker.io/library/a:1",
+                "b:1",
+                "a:1"
+            ])
+        );
+        assert_eq!(
+            c["volumeMounts"],
+            json!([{"name": "pullcheck-index-bodies", "mountPath": "/var/run/pullcheck/index-bodies", "readOnly": true}])
+        );
+        // Twice gives the same bytes.
+        let once = obj.clone();
+        inject_object(&mut obj, &opts, &table);
+        assert_eq!(obj, once);
+        // Without bodies (plain `inject`), everything of theirs goes, nothing else.
+        inject_object(&mut obj, &InjectOptions::default(), &table);
+        let mut plain = job(&["docker.io/library/a:1", "b:1", "a:1"]);
+        inject_object(&mut plain, &InjectOptions::default(), &table);
+        assert_eq!(obj, plain);
+        assert!(obj["spec"]["template"].get("metadata").is_none());
+    }
+
+    /// Other annotations stay; pull-secret mounts and the bodies' mount sit side by side.
+    #[test]
+    fn index_bodies_keep_other_annotations_and_the_pull_secrets() {
+        let table = Table::builtin();
+        let mut obj = job(&["a:1"]);
+        obj["spec"]["template"]["metadata"] = json!({"annotations": {"team": "ml"}});
+        obj["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+        inject_object(
+            &mut obj,
+            &with_bodies(&[("a:1", "sha256:aa", b"{}")]),
+            &table,
+        );
+        let t = &obj["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"],
+            json!({"team": "ml", "pullcheck.io/index-bodies": "{\"sha256:aa\":\"{}\"}"})
+        );
+        let names: Vec<&str> = t["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["pullcheck-pull-secrets", "pullcheck-index-bodies"]);
+        let mounts: Vec<&str> = t["spec"]["initContainers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["mountPath"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                "/var/run/pullcheck/secrets",
+                "/var/run/pullcheck/index-bodies"
+            ]
+        );
+        inject_object(&mut obj, &InjectOptions::default(), &table);
+        assert_eq!(
+            obj["spec"]["template"]["metadata"],
+            json!({"annotations": {"team": "ml"}})
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! or a hang); a decodable review without a request gets that same answer with HTTP 200, as
 //! kube-core's example does. Every other answer starts from `AdmissionResponse::from(&req)`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -119,6 +120,47 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
     }
 }
 
+/// How long `/mutate` resolves images only to hand their index bodies to the nodes.
+const HAND_OVER_BUDGET: Duration = Duration::from_secs(3);
+
+/// True when an image of `obj` is on a metered registry (Docker Hub).
+fn has_metered_images(state: &WebhookState, obj: &Value) -> bool {
+    let (_, images) = images_to_resolve(obj, &state.config.table);
+    images
+        .iter()
+        .any(|i| Reference::parse(&i.image).is_ok_and(|r| state.engine.plan().is_metered(&r)))
+}
+
+/// The index bodies to hand over (`k8s::index_bodies`), by image as the injected template
+/// will write it (pinned or not): for each image on a metered registry whose index this
+/// process holds. Single-platform manifests have none: the node's HEAD is enough there.
+async fn index_bodies(
+    state: &WebhookState,
+    checks: &[ImageCheck],
+    pins: &[(String, String)],
+) -> BTreeMap<String, (String, Arc<Vec<u8>>)> {
+    let mut out = BTreeMap::new();
+    for c in checks {
+        let Checked::Done(o) = &c.result else {
+            continue;
+        };
+        let Some(digest) = &o.digest else {
+            continue;
+        };
+        if !Reference::parse(&c.image).is_ok_and(|r| state.engine.plan().is_metered(&r)) {
+            continue;
+        }
+        let Some(body) = state.engine.index_body(digest).await else {
+            continue;
+        };
+        if let Some((_, pinned)) = pins.iter().find(|(p, _)| *p == c.pointer) {
+            out.insert(pinned.clone(), (digest.clone(), body.clone()));
+        }
+        out.insert(c.image.clone(), (digest.clone(), body));
+    }
+    out
+}
+
 /// The time left for registry work: the answer must leave before the budget ends.
 fn answer_by(started: Instant, budget: Duration) -> Instant {
     started + budget.saturating_sub(Duration::from_millis(150).min(budget / 4))
@@ -167,7 +209,8 @@ pub(crate) async fn admit(
     let (resp, label) = match (triage, object) {
         (Triage::Check, Some(obj)) => match webhook {
             Webhook::Validate => {
-                let (checks, mut notes) = resolve(state, &obj, &namespace, started).await;
+                let (checks, mut notes) =
+                    resolve(state, &obj, &namespace, started, cfg.budget).await;
                 notes.extend(review::lint_notes(&obj, &cfg.table));
                 let policy = Policy {
                     mode: cfg.mode,
@@ -184,14 +227,29 @@ pub(crate) async fn admit(
                 (resp, label)
             }
             Webhook::Mutate => {
+                // Resolved here to pin digests, or to hand the nodes the index bodies of
+                // images on metered registries (the validating review then finds the
+                // verdicts cached).
+                let checks = if cfg.pin_digests {
+                    resolve(state, &obj, &namespace, started, cfg.budget)
+                        .await
+                        .0
+                } else if has_metered_images(state, &obj) {
+                    // Only to spare the nodes GETs: a slow registry delays the mutation by
+                    // at most HAND_OVER_BUDGET (the node then checks as it always did).
+                    let budget = cfg.budget.min(HAND_OVER_BUDGET);
+                    resolve(state, &obj, &namespace, started, budget).await.0
+                } else {
+                    Vec::new()
+                };
                 let pins = if cfg.pin_digests {
-                    let (checks, _) = resolve(state, &obj, &namespace, started).await;
                     review::pins(&checks)
                 } else {
                     Vec::new()
                 };
                 let inject = InjectOptions {
                     transient: transient_action(state, answer_by(started, cfg.budget)).await,
+                    index_bodies: index_bodies(state, &checks, &pins).await,
                     ..cfg.inject.clone()
                 };
                 let resp = review::mutate(&req, &obj, &pins, &inject, &cfg.table);
@@ -269,13 +327,14 @@ async fn resolve(
     obj: &Value,
     namespace: &str,
     started: Instant,
+    budget: Duration,
 ) -> (Vec<ImageCheck>, Vec<String>) {
     let cfg = &state.config;
-    let by = answer_by(started, cfg.budget);
-    let engine_by = engine_deadline(started, cfg.budget);
+    let by = answer_by(started, budget);
+    let engine_by = engine_deadline(started, budget);
     let budget_text = format!(
         "no verdict within the webhook's {}s budget",
-        cfg.budget.as_secs_f64()
+        budget.as_secs_f64()
     );
     let mut notes = Vec::new();
     let (templates, pending) = images_to_resolve(obj, &cfg.table);

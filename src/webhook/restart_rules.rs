@@ -58,7 +58,7 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
         transient: TransientAction::Restart,
         ..opts.clone()
     };
-    let init = init_container(&[], &[], &opts);
+    let init = init_container(&[], &[], false, &opts);
     let mut main = init.clone();
     if let Some(m) = main.as_object_mut() {
         m.shift_remove("restartPolicy");

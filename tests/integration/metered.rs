@@ -16,7 +16,7 @@ use crate::support::hostile_server::{Out, Seen, Server};
 use crate::support::process::{Run, check};
 use crate::support::registry::LoggedRequest;
 use crate::support::{Mode, Registry, fixture, relay, start_dedicated};
-use crate::webhook::{Webhook, review};
+use crate::webhook::{Webhook, patch_of, review};
 
 /// Docker Hub's anonymous limit: 100 pulls per 6 h.
 const LIMIT: u64 = 100;
@@ -286,4 +286,197 @@ fn the_webhook_gets_each_index_digest_once_and_exports_the_quota() {
         hub.host()
     );
     assert!(m.lines().any(|l| l == line), "{line} missing from\n{m}");
+}
+
+/// The init container's `--index-bodies` file from a `/mutate` answer: the template's
+/// `pullcheck.io/index-bodies` annotation, written to `dir`. Also checks the injected
+/// container reads it from the downward-API volume.
+fn handed_over(
+    wh: &Webhook,
+    rev: &serde_json::Value,
+    dir: &std::path::Path,
+) -> (serde_json::Value, std::path::PathBuf) {
+    let resp = wh.mutate(rev);
+    let patch = patch_of(&resp).expect("a patch");
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch).unwrap();
+    let t = &obj["spec"]["template"];
+    let c = &t["spec"]["initContainers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &args[..3],
+        [
+            "check",
+            "--index-bodies",
+            "/var/run/pullcheck/index-bodies/bodies.json"
+        ],
+        "{c}"
+    );
+    let volume = t["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "pullcheck-index-bodies")
+        .unwrap_or_else(|| panic!("no index-bodies volume: {t}"));
+    assert_eq!(
+        volume["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+        "metadata.annotations['pullcheck.io/index-bodies']"
+    );
+    let text = t["metadata"]["annotations"]["pullcheck.io/index-bodies"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no annotation: {t}"))
+        .to_string();
+    let file = dir.join("bodies.json");
+    std::fs::write(&file, &text).unwrap();
+    (serde_json::from_str(&text).unwrap(), file)
+}
+
+/// The webhook records the index bodies it read on a metered registry in the template it
+/// injects; the node's check, given that file, verifies the platform with HEADs alone, even
+/// with the quota too low for a GET, and finds a missing platform the same way.
+#[test]
+fn the_webhook_hands_its_index_bodies_to_the_node_which_then_needs_only_heads() {
+    use sha2::Digest as _;
+    let hub = DockerHub::start(Some(50));
+    let wh = Webhook::start(&["--metered-registry", hub.host()]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture();
+    for (img, code, result) in [
+        (&f.images.multi_index, 0, "exact"),
+        (&f.images.arm_only, 12, "missing"),
+    ] {
+        hub.remaining.store(50, Ordering::SeqCst);
+        // The captured review's multi-platform image, replaced by the one under test.
+        let rev: serde_json::Value = serde_json::from_str(
+            &review("job-create.json", hub.host())
+                .to_string()
+                .replace("/multi/app:v1", &format!("/{}:v1", img.repo)),
+        )
+        .unwrap();
+        let mark = hub.registry.mark();
+        let (bodies, file) = handed_over(&wh, &rev, dir.path());
+        // One GET, the index, paid by the webhook (the cluster's platforms include arm64).
+        assert_eq!(hub.gets_since(mark), 1, "{:?}", hub.requests_since(mark));
+        let map = bodies.as_object().unwrap();
+        assert_eq!(map.keys().collect::<Vec<_>>(), [&img.digest], "{bodies}");
+        let body = map[&img.digest].as_str().unwrap();
+        let sum = format!("sha256:{:x}", sha2::Sha256::digest(body.as_bytes()));
+        assert_eq!(sum, img.digest);
+
+        // On the node: 5 pulls left, below the margin of 10; no GET, the platform decided.
+        hub.remaining.store(5, Ordering::SeqCst);
+        let mark = hub.registry.mark();
+        let r = hub.check(
+            &["--index-bodies", file.to_str().unwrap()],
+            &hub.image(img.repo),
+        );
+        r.assert_code(code);
+        assert_eq!(r.image(0)["platform"]["result"], result, "{}", r.stdout);
+        assert_eq!(r.stderr, "", "{}", r.stderr);
+        let requests = hub.requests_since(mark);
+        assert_eq!(hub.gets_since(mark), 0, "{requests:?}");
+        assert_eq!(requests[0], format!("HEAD /v2/{}/manifests/v1", img.repo));
+        if code == 0 {
+            // The chosen child exists: HEAD by digest, free too.
+            let child = r.image(0)["platform"]["child_digest"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert_eq!(
+                requests[1..],
+                [format!("HEAD /v2/{}/manifests/{child}", img.repo)]
+            );
+        }
+        assert_eq!(hub.remaining.load(Ordering::SeqCst), 5);
+    }
+}
+
+/// A body that doesn't hash to its digest is refused with one warning, a body for another
+/// digest (a moved tag) is never looked up, and an empty file (no annotation) is nothing:
+/// each time the check runs as without the file.
+#[test]
+fn index_bodies_that_do_not_match_are_not_used() {
+    let hub = DockerHub::start(Some(5));
+    let f = fixture();
+    let multi = &f.images.multi_index;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bodies.json");
+    let image = hub.image(multi.repo);
+    let not_verified = |r: &Run| {
+        r.assert_code(0);
+        assert_eq!(
+            r.image(0)["platform"]["result"],
+            "not_checked",
+            "{}",
+            r.stdout
+        );
+    };
+    // What stderr says after any warning: the quota is too low for the GET.
+    let note = format!(
+        "note: {image}: platform not verified: {} states 5 of 100 pulls left per 6 h, not more than the margin of 10 (--metered-quota-margin); pass --verify-platform-on-metered to check anyway\n",
+        hub.host()
+    );
+
+    let forged = json!({&multi.digest: r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#});
+    std::fs::write(&file, forged.to_string()).unwrap();
+    let mark = hub.registry.mark();
+    let r = hub.check(&["--index-bodies", file.to_str().unwrap()], &image);
+    not_verified(&r);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: warning: --index-bodies {}: the body for {} does not hash to that digest: not used\n{note}",
+            file.display(),
+            multi.digest
+        )
+    );
+    assert_eq!(hub.gets_since(mark), 0);
+
+    // The arm-only index's true body, under its own digest: valid, but not this tag's.
+    let wh = Webhook::start(&["--metered-registry", hub.host()]);
+    hub.remaining.store(50, Ordering::SeqCst);
+    let rev: serde_json::Value = serde_json::from_str(
+        &review("job-create.json", hub.host())
+            .to_string()
+            .replace("/multi/app:v1", "/armonly/app:v1"),
+    )
+    .unwrap();
+    let (_, other) = handed_over(&wh, &rev, dir.path());
+    hub.remaining.store(5, Ordering::SeqCst);
+    let mark = hub.registry.mark();
+    let r = hub.check(&["--index-bodies", other.to_str().unwrap()], &image);
+    not_verified(&r);
+    assert_eq!(r.stderr, note);
+    assert_eq!(hub.gets_since(mark), 0);
+
+    for (text, warning) in [
+        ("", String::new()),
+        (
+            "[]",
+            format!(
+                "pullcheck: warning: --index-bodies {}: not a JSON object of digest to index body (another JSON value); checking without it\n",
+                file.display()
+            ),
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let r = hub.check(&["--index-bodies", file.to_str().unwrap()], &image);
+        not_verified(&r);
+        assert_eq!(r.stderr, format!("{warning}{note}"));
+    }
+    let missing = dir.path().join("absent.json");
+    let r = hub.check(&["--index-bodies", missing.to_str().unwrap()], &image);
+    not_verified(&r);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: warning: --index-bodies {}: No such file or directory (os error 2); checking without it\n{note}",
+            missing.display()
+        )
+    );
 }
