@@ -612,12 +612,15 @@ check("probe: --probe-namespace and --probe-service-account passed",
 for label, extra in (("transient Count", ["--set", "inject.transient=Count"]),
                      ("transient Ignore", ["--set", "inject.transient=Ignore"]),
                      ("restartRulesProbe=false", ["--set", "inject.restartRulesProbe=false"]),
-                     ("Kubernetes 1.29 (no ValidatingAdmissionPolicy v1)", ["--kube-version", "1.29.4"])):
+                     ("Kubernetes 1.29 (no ValidatingAdmissionPolicy v1)", ["--kube-version", "1.29.4"]),
+                     ("Kubernetes 1.34 (never probed there)", ["--kube-version", "1.34.2"])):
     docs = render(*extra, probe=True) or []
     check(f"probe: none with {label}", not probe_parts(docs)
           and not any(a.startswith("--probe-") for a in deploy_args(docs)), probe_parts(docs))
 docs = render("--set", "inject.transient=Restart", probe=True) or []
 check("probe: with transient Restart too", len(probe_parts(docs)) == 4)
+docs = render("--kube-version", "1.35.0-gke.100", probe=True) or []
+check("probe: on a managed 1.35 (a pre-release suffix)", len(probe_parts(docs)) == 4)
 docs = render("--set", "rbac.create=false", probe=True) or []
 check("probe with rbac.create=false: the policy and the flags stay, no Role or RoleBinding",
       sorted(probe_parts(docs)) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]

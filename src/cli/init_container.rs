@@ -10,7 +10,7 @@ use crate::k8s::inject::{InjectOptions, TransientAction};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Transient {
     /// restart where the cluster is known to have container restart rules (1.35+), else
-    /// count; no warning either way.
+    /// count; a warning only where a 1.35 server drops them (webhook --probe-namespace).
     Auto,
     /// Count toward backoffLimit.
     Count,

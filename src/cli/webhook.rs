@@ -421,10 +421,31 @@ impl WebhookArgs {
     }
 }
 
+impl WebhookArgs {
+    /// `--probe-namespace` where it can't do anything: said once at startup.
+    fn unused_probe_warning(&self) -> Option<String> {
+        let ns = self.probe_namespace.as_deref().filter(|n| !n.is_empty())?;
+        if matches!(self.transient, Transient::Count | Transient::Ignore) {
+            return Some(format!(
+                "--probe-namespace {ns} has no effect with --transient {}: no restart rules are written",
+                if self.transient == Transient::Count {
+                    "count"
+                } else {
+                    "ignore"
+                }
+            ));
+        }
+        None
+    }
+}
+
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
 pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
     let config = a.config()?;
+    if let Some(w) = a.unused_probe_warning() {
+        eprintln!("pullcheck webhook: warning: {w}");
+    }
     // Once at startup, before the listening line: every pod /mutate touches gets this image.
     if let Some(w) =
         super::init_container::unpinned_image_warning("--inject-image", &config.inject.image)

@@ -49,6 +49,8 @@ pub(crate) struct WebhookState {
     pub ready: AtomicBool,
     /// The `--transient` action the API server's version allows, once known.
     transient: tokio::sync::OnceCell<TransientAction>,
+    /// When deciding it last failed: the API isn't asked again for [`TRANSIENT_RETRY`].
+    transient_failed: std::sync::Mutex<Option<Instant>>,
 }
 
 impl WebhookState {
@@ -79,17 +81,32 @@ impl WebhookState {
             metrics,
             ready: AtomicBool::new(false),
             transient: tokio::sync::OnceCell::new(),
+            transient_failed: std::sync::Mutex::new(None),
         })
     }
 }
 
+/// How long after a failed decision the reviews write count without asking the API again
+/// (a hung API server would otherwise cost every review its request timeout).
+const TRANSIENT_RETRY: Duration = Duration::from_secs(30);
+
 /// `--transient` as the cluster can carry it out ([`super::restart_rules`]): decided on
-/// the first review that needs it and kept; an API error falls back to count for this
-/// review only (and is asked again on the next).
+/// the first review that needs it and kept; an API error falls back to count, logged once,
+/// and the API is asked again after [`TRANSIENT_RETRY`].
 async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientAction {
     let cfg = &state.config;
     if cfg.inject.transient != TransientAction::Restart {
         return cfg.inject.transient;
+    }
+    if let Some(action) = state.transient.get() {
+        return *action;
+    }
+    let failed_at = *state
+        .transient_failed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if failed_at.is_some_and(|t| t.elapsed() < TRANSIENT_RETRY) {
+        return TransientAction::Count;
     }
     let resolved = state
         .transient
@@ -112,9 +129,19 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
     match resolved {
         Ok(action) => *action,
         Err(e) => {
+            let flag = if cfg.transient_auto {
+                "auto"
+            } else {
+                "restart"
+            };
             tracing::warn!(
-                "container restart rules unknown ({e}): --transient writes count for this review"
+                "container restart rules unknown ({e}): --transient {flag} writes count until the API server answers (asked again in {}s)",
+                TRANSIENT_RETRY.as_secs()
             );
+            *state
+                .transient_failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             TransientAction::Count
         }
     }

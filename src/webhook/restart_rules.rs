@@ -84,8 +84,10 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
 }
 
 /// Reads the dry run's answer: `status` and the body (a Pod on 2xx, a `Status` otherwise).
-/// `sent` is the probe Pod.
-pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswer {
+/// `sent` is the probe Pod. `Err` for an answer that says "later" (408, 429, 5xx: the API
+/// server overloaded or restarting), so that the next review asks again instead of keeping
+/// it.
+pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<ProbeAnswer, String> {
     let message = || {
         body.get("message")
             .and_then(Value::as_str)
@@ -94,8 +96,25 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswe
     };
     match status {
         200 | 201 => {}
-        422 => return ProbeAnswer::Refused(message()),
-        _ => return ProbeAnswer::Inconclusive(format!("HTTP {status}: {}", message())),
+        422 => return Ok(ProbeAnswer::Refused(message())),
+        408 | 429 | 500..=599 => {
+            return Err(format!(
+                "the dry-run probe Pod got HTTP {status}: {}",
+                message()
+            ));
+        }
+        403 => {
+            return Ok(ProbeAnswer::Inconclusive(format!(
+                "HTTP 403: {}; grant the webhook create on pods in --probe-namespace (dry runs only: the chart's Role and ValidatingAdmissionPolicy), or leave --probe-namespace out to go by the version alone",
+                message()
+            )));
+        }
+        _ => {
+            return Ok(ProbeAnswer::Inconclusive(format!(
+                "HTTP {status}: {}; check --probe-namespace and --probe-service-account",
+                message()
+            )));
+        }
     }
     let init_of = |pod: &Value| {
         pod.pointer("/spec/initContainers")
@@ -104,9 +123,9 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswe
             .cloned()
     };
     let (Some(want), Some(got)) = (init_of(sent), init_of(body)) else {
-        return ProbeAnswer::Inconclusive(
+        return Ok(ProbeAnswer::Inconclusive(
             "the answer has no pullcheck init container (a mutating webhook removed it?)".into(),
-        );
+        ));
     };
     let fields = |c: &Value| {
         (
@@ -114,7 +133,7 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswe
             c.get("restartPolicyRules").cloned(),
         )
     };
-    match fields(&got) {
+    Ok(match fields(&got) {
         (None, None) => ProbeAnswer::Dropped,
         f if f == fields(&want) => ProbeAnswer::Kept,
         (policy, rules) => ProbeAnswer::Inconclusive(format!(
@@ -122,7 +141,7 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> ProbeAnswe
             policy.unwrap_or(Value::Null),
             rules.unwrap_or(Value::Null)
         )),
-    }
+    })
 }
 
 /// How loud a resolution is logged.
@@ -144,8 +163,9 @@ pub(crate) struct Resolution {
 
 /// The decision for `asked` = restart (`auto` when it came from `--transient auto`): the
 /// API server's `version` (`None`: it states none), then the probe's `answer` (`None`: no
-/// probe configured). Restart only where the version allows it and the probe, if any, did
-/// not show the fields dropped or refused; an inconclusive probe leaves it to the version.
+/// probe configured). Restart only where the version allows it and the probe, if there is
+/// one, saw the fields kept: a probe that shows nothing (no permission, another webhook
+/// refusing the Pod) is not taken for support.
 pub(crate) fn decide(
     auto: bool,
     version: Option<KubernetesVersion>,
@@ -196,16 +216,19 @@ pub(crate) fn decide(
             Loudness::Warn,
             format!("Kubernetes {v} refused a dry-run Pod with container restart rules ({m})"),
         ),
-        Some(ProbeAnswer::Inconclusive(m)) => restart(
+        Some(ProbeAnswer::Inconclusive(m)) => count(
             Loudness::Warn,
-            format!("the dry-run probe Pod told nothing ({m}); going by Kubernetes {v}"),
+            format!(
+                "Kubernetes {v}, but the dry-run probe Pod showed nothing about container restart rules ({m})"
+            ),
         ),
     }
 }
 
 /// The action for this review. Anything but restart is returned as asked. Restart asks the
 /// API server's version and then runs the probe (when `probe` is set); an error (the API
-/// unreachable, the deadline) is returned, so the caller falls back for this review only
+/// unreachable, the deadline, a 429 or 5xx answer) is returned, so the caller falls back
+/// and asks again later
 /// and asks again on the next one.
 pub(crate) async fn resolve(
     cluster: Option<&Cluster>,
@@ -232,7 +255,7 @@ pub(crate) async fn resolve(
             let (status, body) = cluster
                 .dry_run_create(&p.namespace, "pods", &pod, deadline)
                 .await?;
-            Some(read_answer(&pod, status, &body))
+            Some(read_answer(&pod, status, &body)?)
         }
         _ => None,
     };
@@ -276,10 +299,9 @@ mod tests {
     /// Answers captured from kube-apiserver v1.35.4 (gate on, gate off), trimmed to the
     /// parts read.
     #[test]
-    fn answers_read_as_kept_dropped_refused_or_inconclusive() {
+    fn answers_read_as_kept_dropped_refused_inconclusive_or_later() {
         let sent = probe_pod(&opts(), "pullcheck");
-        let kept = sent.clone();
-        assert_eq!(read_answer(&sent, 201, &kept), ProbeAnswer::Kept);
+        assert_eq!(read_answer(&sent, 201, &sent), Ok(ProbeAnswer::Kept));
 
         let mut dropped = sent.clone();
         let init = dropped["spec"]["initContainers"][0]
@@ -287,21 +309,41 @@ mod tests {
             .unwrap();
         init.shift_remove("restartPolicy");
         init.shift_remove("restartPolicyRules");
-        assert_eq!(read_answer(&sent, 201, &dropped), ProbeAnswer::Dropped);
+        assert_eq!(read_answer(&sent, 201, &dropped), Ok(ProbeAnswer::Dropped));
 
-        let invalid = json!({"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422,
-            "message": "Pod \"x\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""});
+        let msg = "Pod \"x\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"";
+        let invalid = json!({"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422, "message": msg});
         assert_eq!(
             read_answer(&sent, 422, &invalid),
-            ProbeAnswer::Refused("Pod \"x\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"".into())
+            Ok(ProbeAnswer::Refused(msg.into()))
         );
 
-        let forbidden = json!({"kind": "Status", "code": 403,
-            "message": "pods is forbidden: User \"system:serviceaccount:pullcheck:pullcheck\" cannot create resource \"pods\" in API group \"\" in the namespace \"pullcheck\""});
+        let msg = "pods is forbidden: User \"system:serviceaccount:pullcheck:pullcheck\" cannot create resource \"pods\" in API group \"\" in the namespace \"pullcheck\"";
+        let forbidden = json!({"kind": "Status", "code": 403, "message": msg});
         assert_eq!(
             read_answer(&sent, 403, &forbidden),
-            ProbeAnswer::Inconclusive("HTTP 403: pods is forbidden: User \"system:serviceaccount:pullcheck:pullcheck\" cannot create resource \"pods\" in API group \"\" in the namespace \"pullcheck\"".into())
+            Ok(ProbeAnswer::Inconclusive(format!(
+                "HTTP 403: {msg}; grant the webhook create on pods in --probe-namespace (dry runs only: the chart's Role and ValidatingAdmissionPolicy), or leave --probe-namespace out to go by the version alone"
+            )))
         );
+        let missing =
+            json!({"kind": "Status", "code": 404, "message": "namespaces \"nope\" not found"});
+        assert_eq!(
+            read_answer(&sent, 404, &missing),
+            Ok(ProbeAnswer::Inconclusive(
+                "HTTP 404: namespaces \"nope\" not found; check --probe-namespace and --probe-service-account".into()
+            ))
+        );
+        // "Later" answers are errors: not kept, asked again at the next review.
+        for status in [408, 429, 500, 503] {
+            let busy = json!({"kind": "Status", "code": status, "message": "try again"});
+            assert_eq!(
+                read_answer(&sent, status, &busy),
+                Err(format!(
+                    "the dry-run probe Pod got HTTP {status}: try again"
+                ))
+            );
+        }
 
         let mut half = sent.clone();
         half["spec"]["initContainers"][0]
@@ -310,20 +352,20 @@ mod tests {
             .shift_remove("restartPolicyRules");
         assert_eq!(
             read_answer(&sent, 201, &half),
-            ProbeAnswer::Inconclusive(
+            Ok(ProbeAnswer::Inconclusive(
                 "the answer changed them to restartPolicy \"Never\" and restartPolicyRules null"
                     .into()
-            )
+            ))
         );
 
         let mut gone = sent.clone();
         gone["spec"]["initContainers"] = json!([]);
         assert_eq!(
             read_answer(&sent, 201, &gone),
-            ProbeAnswer::Inconclusive(
+            Ok(ProbeAnswer::Inconclusive(
                 "the answer has no pullcheck init container (a mutating webhook removed it?)"
                     .into()
-            )
+            ))
         );
     }
 
@@ -347,7 +389,7 @@ mod tests {
                 true,
                 v("1.35.4"),
                 Some(ProbeAnswer::Inconclusive("x".into())),
-                Restart,
+                Count,
                 Warn,
             ),
             (true, v("1.34.2"), None, Count, Info),

@@ -1007,3 +1007,70 @@ fn an_unpinned_inject_image_is_warned_about_once_at_startup() {
     let pinned = Webhook::start(&["--inject-image", &checker]);
     assert!(!pinned.log().contains("not pinned"), "{}", pinned.log());
 }
+
+#[test]
+fn a_probe_namespace_without_restart_rules_to_probe_is_said_once_at_startup() {
+    let wh = Webhook::start(&["--transient", "count", "--probe-namespace", "pullcheck"]);
+    let log = wh.log();
+    let line = "pullcheck webhook: warning: --probe-namespace pullcheck has no effect with --transient count: no restart rules are written";
+    assert_eq!(log.lines().filter(|l| *l == line).count(), 1, "{log}");
+}
+
+/// The probe against a scripted stand-in for the Kubernetes API (the answers a real one
+/// gives are tested in tests/integration/apiserver/restart_rules.rs; these are the ones a
+/// real one can't be made to give on cue): a 503 writes count, said once, and the API is
+/// not asked again within 30 s (the unit tests show it is an error, not a kept answer); a
+/// 403 writes count, said once, and is kept.
+#[test]
+fn the_restart_rules_probe_writes_count_on_a_403_or_a_503_and_asks_once() {
+    let api = |post_status: u16| {
+        Scripted::start(move |method, path| match (method, path) {
+            ("GET", "/version") => (
+                200,
+                vec![("Content-Type".into(), "application/json".into())],
+                json!({"major": "1", "minor": "35", "gitVersion": "v1.35.4"}).to_string(),
+            ),
+            ("POST", p) if p.starts_with("/api/v1/namespaces/pc/pods") => (
+                post_status,
+                vec![("Content-Type".into(), "application/json".into())],
+                json!({"kind": "Status", "code": post_status, "message": "scripted"}).to_string(),
+            ),
+            _ => (404, vec![], String::new()),
+        })
+    };
+    for (status, line) in [
+        (
+            503,
+            "container restart rules unknown (the dry-run probe Pod got HTTP 503: scripted): --transient auto writes count until the API server answers (asked again in 30s)",
+        ),
+        (
+            403,
+            "Kubernetes 1.35, but the dry-run probe Pod showed nothing about container restart rules (HTTP 403: scripted; grant the webhook create on pods in --probe-namespace (dry runs only: the chart's Role and ValidatingAdmissionPolicy), or leave --probe-namespace out to go by the version alone): --transient auto writes count",
+        ),
+    ] {
+        let stand_in = api(status);
+        let wh = Webhook::start(&[
+            "--apiserver",
+            &format!("http://{}", stand_in.host),
+            "--probe-namespace",
+            "pc",
+            "--probe-service-account",
+            "pullcheck",
+        ]);
+        for _ in 0..3 {
+            assert_eq!(mutated_restart_policy(&wh), Value::Null, "{status}");
+        }
+        let posts: Vec<String> = stand_in
+            .requests()
+            .into_iter()
+            .filter(|r| r.starts_with("POST "))
+            .collect();
+        assert_eq!(
+            posts,
+            vec!["POST /api/v1/namespaces/pc/pods?dryRun=All".to_string()],
+            "{status}"
+        );
+        let log = wh.log();
+        assert_eq!(log.matches(line).count(), 1, "{status}: {log}");
+    }
+}

@@ -297,16 +297,16 @@ port or IPv6 brackets): "registry:5000" → "registry_5000". */}}
 {{- end }}
 {{- end }}
 
-{{/* The username the API server gives the webhook's ServiceAccount. */}}
 {{/* "true" when the webhook dry-runs the restart-rules probe Pod: transient Auto or
-Restart, inject.restartRulesProbe on, and an API server with ValidatingAdmissionPolicy v1
-(1.30), which keeps the probe's pod create permission to dry runs. */}}
+Restart, inject.restartRulesProbe on, and Kubernetes 1.35 or later (the webhook probes only
+there; ValidatingAdmissionPolicy v1, which keeps the probe's permission to dry runs, is 1.30). */}}
 {{- define "pullcheck.restartRulesProbe" -}}
-{{- if and .Values.webhook.enabled .Values.inject.restartRulesProbe (has (lower .Values.inject.transient) (list "auto" "restart")) (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- if and .Values.webhook.enabled .Values.inject.restartRulesProbe (has (lower .Values.inject.transient) (list "auto" "restart")) (semverCompare ">=1.35.0-0" .Capabilities.KubeVersion.Version) -}}
 true
 {{- end -}}
 {{- end }}
 
+{{/* The username the API server gives the webhook's ServiceAccount. */}}
 {{- define "pullcheck.serviceAccountUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "pullcheck.serviceAccountName" .) }}
 {{- end }}
