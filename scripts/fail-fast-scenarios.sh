@@ -29,7 +29,7 @@ OUT=${FF_OUT:-$ROOT/docs/fail-fast-results.md}
 DATA=${FF_DATA:-$ROOT/docs/fail-fast-data/timeline.csv}   # the chart's data (scripts/chart.py)
 CHART=${FF_CHART:-$ROOT/docs/fail-fast-timeline.svg}
 WORK=${FF_WORK:-/tmp/pullcheck-ff}
-SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8 9 10}
+SCENARIOS=${FF_SCENARIOS:-1 2 3 4 5 6 7 8 9 10 11}
 BASELINE_WINDOW=${FF_BASELINE_WINDOW:-120}
 ONFAILURE_WINDOW=${FF_ONFAILURE_WINDOW:-1080}
 TDIR=${CARGO_TARGET_DIR:-target}
@@ -66,6 +66,8 @@ fi
 cleanup() {
   local rc=$?
   [ -z "${WEBHOOK_PID:-}" ] || kill "$WEBHOOK_PID" 2>/dev/null || true
+  [ -z "${HUB_PID:-}" ] || kill "$HUB_PID" 2>/dev/null || true
+  [ -z "${HUB_HOSTS_DIR:-}" ] || rm -rf "$HUB_HOSTS_DIR"
   [ -z "${S6B_PID:-}" ] || kill "$S6B_PID" 2>/dev/null || true
   [ -z "${S9C_PID:-}" ] || kill "$S9C_PID" 2>/dev/null || true
   [ -z "${S9I_PID:-}" ] || kill "$S9I_PID" 2>/dev/null || true
@@ -1107,6 +1109,114 @@ s10d() {
     "The manifest was $how. Condition: \`$cond\`. Termination message: \`$msg\`. Init container as sent: \`$sent\`; as stored: restartPolicy \`${stored_rp:-none}\`, restartPolicyRules \`${stored_rules:-none}\`."
 }
 
+# Scenario 11: Docker Hub's pull quota on the node. scripts/cluster/dockerhub-standin.py is a
+# scripted stand-in (Docker Hub's quota headers are a vendor's behaviour no real registry
+# shows) in front of the real workload registry; containerd and both pullchecks go through it.
+# The index offers linux/arm64 only; the node is linux/amd64. The webhook (cluster platforms
+# amd64 + arm64) admits and mutates the Job while the stand-in states 50 pulls left; then 5 are
+# left (the nodes' egress address is not the webhook's), below the default margin of 10.
+# 11a: the webhook handed the index body to the init container (pullcheck.io/index-bodies);
+# 11b: `pullcheck inject` alone (no body to hand over).
+hub_gets() { # FROM_LINE UA_PREFIX -> manifest GETs in the stand-in's log after line FROM_LINE
+  tail -n +"$(($1 + 1))" "$HUBLOG" | awk -F'\t' -v ua="$2" '$1 ~ /^GET .*\/manifests\// && index($2, ua) == 1' | wc -l
+}
+s11() {
+  local ns=ff-s11 tls=$WORK/webhook-tls port hub f=$WORK/s11a.yaml f2=$WORK/s11b.yaml quota=$WORK/s11.quota
+  log "scenario 11: Docker Hub quota on the node (scripted stand-in), index bodies handed over"
+  HUBLOG=$WORK/s11.hub.log
+  push_arm64_index "$WREG/hub/armonly:v1"
+  hub=127.0.0.1:$(free_port)
+  echo 50 >"$quota"; : >"$HUBLOG"
+  python3 "$ROOT/scripts/cluster/dockerhub-standin.py" "${hub#*:}" "$WREG" "$quota" "$HUBLOG" &
+  HUB_PID=$!
+  HUB_HOSTS_DIR=$PULLCHECK_CLUSTER_DIR/containerd/certs.d/$hub
+  mkdir -p "$HUB_HOSTS_DIR"
+  printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$hub" "$hub" >"$HUB_HOSTS_DIR/hosts.toml"
+  local i
+  for i in $(seq 1 50); do curl -fsS "http://$hub/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+  # shellcheck source=scripts/lib.sh
+  . "$ROOT/scripts/lib.sh"
+  [ -f "$tls/ca.crt" ] || make_tls "$tls"
+  port=$(free_port)
+  setsid "$PC" webhook --listen "127.0.0.1:$port" --tls-cert "$tls/server.crt" --tls-key "$tls/server.key" \
+    --allow-loopback-registries --insecure-registry "$hub" --metered-registry "$hub" --fail-fast --transient count \
+    --inject-image "$PC_IMAGE" "--inject-check-arg=--insecure-registry=$hub" "--inject-check-arg=--metered-registry=$hub" \
+    </dev/null >"$WORK/s11.webhook.log" 2>&1 &
+  WEBHOOK_PID=$!
+  for i in $(seq 1 50); do curl -fsS --cacert "$tls/ca.crt" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+  "${K[@]}" apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: pullcheck-scenario-11
+webhooks:
+  - name: mutate.pullcheck.io
+    admissionReviewVersions: ["v1"]
+    sideEffects: None
+    failurePolicy: Ignore
+    timeoutSeconds: 10
+    clientConfig:
+      url: https://127.0.0.1:$port/mutate
+      caBundle: $(base64 -w0 <"$tls/ca.crt")
+    namespaceSelector:
+      matchLabels: {pullcheck-scenario: hub}
+    rules:
+      - apiGroups: ["batch"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["jobs"]
+YAML
+  sleep 2   # the apiserver's webhook configuration informer
+  new_ns $ns pullcheck-scenario=hub
+  local image=$hub/hub/armonly:v1 t0 mark webhook_gets node_gets ann
+  # 11a: created (the webhook mutates it, paying one GET from its 50), then 5 left for the node
+  job_yaml $ns handed-over "$image" Never 6 1 2Gi >"$f"
+  mark=$(wc -l <"$HUBLOG")
+  t0=$(now); "${K[@]}" create -f "$f" >/dev/null
+  echo 5 >"$quota"
+  webhook_gets=$(hub_gets "$mark" pullcheck/)
+  mark=$(wc -l <"$HUBLOG")
+  watch $ns handed-over "$t0" 120 "$WORK/s11a.tsv"
+  T_FIN=$(first_t "$WORK/s11a.tsv" '$2 != "-"'); FIN=$(tail -1 "$WORK/s11a.tsv" | cut -f2)
+  node_gets=$(hub_gets "$mark" pullcheck/)
+  ann=$("${K[@]}" -n $ns get job handed-over -o jsonpath="{.spec.template.metadata.annotations['pullcheck\.io/index-bodies']}" | jq -c 'keys')
+  local cond msg; cond=$(job_cond $ns handed-over); msg=$(term_msg $ns handed-over "$WORK/s11a.tsv")
+  "${K[@]}" -n $ns get job handed-over -o yaml >"$WORK/s11a.stored.yaml"
+  result 11a "fin=$FIN" "t_fin=$T_FIN" "webhook_gets=$webhook_gets" "node_gets=$node_gets" "annotation=$ann"
+  row "11a" "\`pullcheck webhook --fail-fast --metered-registry\` (mutating); **Docker Hub stand-in**: 50 pulls left at admission, **5 on the node** (margin 10); index with linux/arm64 only, amd64 node; backoffLimit 6" \
+    "**$FIN** ($(printf '%s' "$cond" | md_escape)); manifest GETs: webhook $webhook_gets, node's pullcheck **$node_gets**; annotation pullcheck.io/index-bodies holds $ann" \
+    "**${T_FIN} s**" "$(timeline "$WORK/s11a.tsv" | md_escape)" "$(printf '%s' "$msg" | md_escape)" \
+    "$(alloc_str "$WORK/s11a.tsv")" "$(last_alloc "$WORK/s11a.tsv")"
+  summary 11a "**Docker Hub quota, body handed over** (11a): with 5 pulls left on the node (below the margin) the init container verified the platform from the webhook's index body with HEADs only ($node_gets manifest GETs on the node) and the Job is $FIN at **${T_FIN} s** (exit 12, platform missing)."
+  save_detail 11a "Scenario 11a: Docker Hub quota on the node, the webhook's index body handed over" $ns handed-over "$WORK/s11a.tsv" "$WORK/s11a.stored.yaml" \
+    "The manifest below is the Job as stored (mutated by the webhook). Condition: \`$cond\`. Termination message: \`$msg\`. Manifest GETs through the stand-in: webhook $webhook_gets (at admission, 50 pulls left), the node's pullcheck $node_gets (5 left)."
+  # 11b: the same Job injected by `pullcheck inject` (no body), in a namespace the webhook skips
+  local ns2=ff-s11b
+  new_ns $ns2
+  echo 5 >"$quota"
+  job_yaml $ns2 inject-only "$image" Never 6 1 2Gi |
+    "$PC" inject --fail-fast --image "$PC_IMAGE" "--check-arg=--insecure-registry=$hub" "--check-arg=--metered-registry=$hub" -f - >"$f2" 2>"$WORK/s11b.inject.err"
+  mark=$(wc -l <"$HUBLOG")
+  t0=$(now); "${K[@]}" create -f "$f2" >/dev/null
+  watch $ns2 inject-only "$t0" 40 "$WORK/s11b.tsv"
+  T_FIN=$(first_t "$WORK/s11b.tsv" '$2 != "-"'); FIN=$(tail -1 "$WORK/s11b.tsv" | cut -f2)
+  node_gets=$(hub_gets "$mark" pullcheck/)
+  local kubelet_msg state; kubelet_msg=$(kubelet_failed_msg $ns2 inject-only)
+  state=$(tail -1 "$WORK/s11b.tsv" | cut -f5)
+  result 11b "fin=$FIN" "node_gets=$node_gets" "state=$state"
+  row "11b" "the same Job after \`pullcheck inject --fail-fast\` only (no index body); 5 pulls left on the node" \
+    "**still active after 40 s**: $(printf '%s' "$state" | md_escape); the init container passed (platform not verified, $node_gets manifest GETs), the kubelet: $(printf '%s' "$kubelet_msg" | md_escape)" \
+    "— (never)" "$(timeline "$WORK/s11b.tsv" | md_escape)" "—" "$(alloc_str "$WORK/s11b.tsv")" "$(last_alloc "$WORK/s11b.tsv")"
+  summary 11b "**Docker Hub quota, no body** (11b): the same Job injected by \`pullcheck inject\` alone passes its init container (platform not verified: 5 pulls left) and is **still active after 40 s**, its pod in ImagePullBackOff holding $(alloc_str "$WORK/s11b.tsv") (the watch would act on it: scenario 9)."
+  save_detail 11b "Scenario 11b: Docker Hub quota on the node, no index body" $ns2 inject-only "$WORK/s11b.tsv" "$f2" \
+    "The kubelet's first Failed event: \`$kubelet_msg\`."
+  "${K[@]}" -n $ns2 delete job inject-only --wait=false >/dev/null
+  "${K[@]}" delete mutatingwebhookconfiguration pullcheck-scenario-11 >/dev/null
+  kill "$WEBHOOK_PID" 2>/dev/null || true; WEBHOOK_PID=
+  kill "$HUB_PID" 2>/dev/null || true; HUB_PID=
+  rm -rf "$HUB_HOSTS_DIR"; HUB_HOSTS_DIR=
+}
+
 # ---- run -------------------------------------------------------------------------------
 T_ALL=$(now)
 if has 6; then
@@ -1133,6 +1243,7 @@ fi
 # first the two that stop the workload registry (it would turn the others' missing tags transient)
 has 10a && s10a
 has 9f && s9f
+has 11 && s11
 # then the ones that retry for minutes, in the background beside the rest
 if has 9c; then log "scenario 9c (backoffLimit 6, no rule) in the background"; ( s9c_start ) >"$WORK/s9c.log" 2>&1 & S9C_PID=$!; fi
 if has 9i; then log "scenario 9i (OnFailure, backoffLimit 6) in the background"; ( s9i_start ) >"$WORK/s9i.log" 2>&1 & S9I_PID=$!; fi
@@ -1183,7 +1294,7 @@ scripts/fail-fast-scenarios.sh
 The chart is drawn by \`scripts/chart.py\` from \`docs/fail-fast-data/timeline.csv\`, which this run also wrote.
 
 EOF
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/summary/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d 11a 11b; do cat "$WORK/summary/$r" 2>/dev/null || true; done
   cat <<EOF
 
 ## Setup
@@ -1215,7 +1326,7 @@ EOF
 | # | setting | outcome | time to Job Failed / Complete | pod timeline (t in s: pods, Job conditions) | termination message | requests held during | requests after |
 |---|---|---|---|---|---|---|---|
 EOF
-  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h_pytorch 9i 9i_sidecar_term 9i_sidecar_ignore 10a 10b 10c 10d; do cat "$WORK/rows/$r" 2>/dev/null || true; done
+  for r in 1 2 3 4a 4b 5 6a 6b 7 8 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h_pytorch 9i 9i_sidecar_term 9i_sidecar_ignore 10a 10b 10c 10d 11a 11b; do cat "$WORK/rows/$r" 2>/dev/null || true; done
   cat <<'EOF'
 
 Pod states: `W:` waiting (reason), `T:` terminated (exit code), `r` restart count; `init pullcheck`
@@ -1257,7 +1368,7 @@ container, which waits for the Master's DNS name (no cluster DNS here).
 ## Details
 
 EOF
-  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/details/$d" 2>/dev/null || true; done
+  for d in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d 11a 11b; do cat "$WORK/details/$d" 2>/dev/null || true; done
 } >"$OUT.new"
 mv "$OUT.new" "$OUT"
 log "wrote $OUT (total ${T_TOTAL}s)"
@@ -1270,7 +1381,7 @@ mkdir -p "$(dirname "$DATA")"
   echo "# t: seconds from just before \`kubectl create\`; cpu_m, mem_mi: effective requests (millicores, MiB) of the scenario's"
   echo "# non-terminal pods bound to the node; event: what changed (pods, the Job's terminal condition, admission)."
   echo "scenario,t,cpu_m,mem_mi,event"
-  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
+  for r in 1 2 3 4count 4ignore 5 6a 6b 7 8a 8b 9a 9b 9c 9d 9e 9f 9g 9h 9h-pytorch 9i 9i-sidecar-term 9i-sidecar-ignore 10a 10b 10c 10d 11a 11b; do cat "$WORK/timeline/$r.csv" 2>/dev/null || true; done
 } >"$DATA.new"
 mv "$DATA.new" "$DATA"
 python3 "$ROOT/scripts/chart.py" --data "$DATA" --out "$CHART"
