@@ -564,4 +564,28 @@ mod tests {
             json!({"annotations": {"team": "ml"}})
         );
     }
+
+    /// The API server defaults podReplacementPolicy to TerminatingOrFailed before a
+    /// mutating webhook sees the Job; with a podFailurePolicy only Failed is valid.
+    #[test]
+    fn fail_fast_makes_a_defaulted_pod_replacement_policy_failed() {
+        let table = Table::builtin();
+        let defaulted = || {
+            let mut j = job(&["a:1"]);
+            j["spec"]["podReplacementPolicy"] = json!("TerminatingOrFailed");
+            j
+        };
+        let mut obj = defaulted();
+        let opts = InjectOptions {
+            fail_fast: true,
+            ..InjectOptions::default()
+        };
+        inject_object(&mut obj, &opts, &table);
+        assert_eq!(obj["spec"]["podReplacementPolicy"], "Failed");
+        assert!(obj["spec"]["podFailurePolicy"]["rules"].is_array());
+        // Without a podFailurePolicy the user's (or the default) value stays.
+        let mut obj = defaulted();
+        inject_object(&mut obj, &InjectOptions::default(), &table);
+        assert_eq!(obj["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+    }
 }

@@ -212,6 +212,13 @@ fn merge(obj: &mut Value, job: &str, transient: TransientAction, out: &mut Vec<W
         *policy = json!({});
     }
     policy["rules"] = Value::Array(rules);
+    // A Job with a podFailurePolicy may replace only Failed pods
+    // (`validatePodReplacementPolicy` in kubernetes pkg/apis/batch/validation/validation.go). The API server defaults
+    // TerminatingOrFailed before mutating webhooks see the Job, so left alone the Job the
+    // webhook mutates is refused (measured on kube-apiserver 1.35.4).
+    if spec.get("podReplacementPolicy").and_then(Value::as_str) == Some("TerminatingOrFailed") {
+        spec.insert("podReplacementPolicy".into(), json!("Failed"));
+    }
     if transient == TransientAction::Ignore && !deadline {
         let msg = "transient code 20 ignored and no activeDeadlineSeconds: a registry outage retries forever";
         out.push(Warning {

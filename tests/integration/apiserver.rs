@@ -931,3 +931,30 @@ fn chart_pods_pass_pod_security_restricted() {
     }
     assert_eq!(checked, 2);
 }
+
+/// The mutating webhook with `--fail-fast` on a real API server: it sees the Job after
+/// defaulting (podReplacementPolicy TerminatingOrFailed), which a podFailurePolicy doesn't
+/// allow, so the mutation must make it Failed or the Job is refused.
+#[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
+fn the_webhook_with_fail_fast_gives_the_job_a_valid_pod_failure_policy() {
+    let env = env().expect("setup");
+    let label = "pullcheck-e2e/fail-fast";
+    let wh = second_webhook(env, "pc-fail-fast", label, "--transient=", "--fail-fast");
+    let ns = "e2e-fail-fast";
+    ensure_namespace(ns, &[(label, "true")]);
+    let o = create(ns, &job("fail-fast", &present()));
+    assert!(o.ok, "refused: {}\nlog:\n{}", o.stderr, wh.log());
+    let stored = get_json(&["-n", ns, "job", "fail-fast"]);
+    assert_eq!(stored["spec"]["podReplacementPolicy"], "Failed", "{stored}");
+    let rules = &stored["spec"]["podFailurePolicy"]["rules"];
+    assert_eq!(
+        rules[0]["onPodConditions"][0]["type"], "pullcheck.io/ImagePullFailed",
+        "{rules}"
+    );
+    assert_eq!(rules[1]["action"], "FailJob", "{rules}");
+    assert_eq!(
+        rules[1]["onExitCodes"]["containerName"], "pullcheck",
+        "{rules}"
+    );
+}
