@@ -105,6 +105,19 @@ impl Webhook {
             .clone()
     }
 
+    /// Its stderr once it holds `needle`, or as it is after 10 s: what it logs while
+    /// answering a request may reach the reader thread after the answer reaches the test.
+    pub fn log_containing(&self, needle: &str) -> String {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(needle) || std::time::Instant::now() > until {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then wait for the exit status.
     pub fn terminate(mut self) -> ExitStatus {
         let child = self.child.take().expect("a running webhook");
