@@ -441,6 +441,34 @@ s6_report() {
     "inject's warning: \`$warn\`. Job condition: \`${cond:-none}\`. Termination message: \`$msg\`."
 }
 
+# register_webhook Validating|Mutating NAME PATH PORT CA_FILE LABEL_VALUE OPERATIONS: a webhook
+# configuration by url (https://127.0.0.1:PORT/PATH) for the Jobs of namespaces labelled
+# pullcheck-scenario=LABEL_VALUE; OPERATIONS as YAML list items ('"CREATE", "UPDATE"').
+register_webhook() {
+  "${K[@]}" apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: ${1}WebhookConfiguration
+metadata:
+  name: $2
+webhooks:
+  - name: $3.pullcheck.io
+    admissionReviewVersions: ["v1"]
+    sideEffects: None
+    failurePolicy: Ignore
+    timeoutSeconds: 10
+    clientConfig:
+      url: https://127.0.0.1:$4/$3
+      caBundle: $(base64 -w0 <"$5")
+    namespaceSelector:
+      matchLabels: {pullcheck-scenario: $6}
+    rules:
+      - apiGroups: ["batch"]
+        apiVersions: ["v1"]
+        operations: [$7]
+        resources: ["jobs"]
+EOF
+}
+
 s7() {
   local ns=ff-s7 f=$WORK/s7.yaml tls=$WORK/webhook-tls port
   log "scenario 7: admission webhook (validate), registered by url"
@@ -460,28 +488,7 @@ s7() {
   WEBHOOK_PID=$!
   local i
   for i in $(seq 1 50); do curl -fsS --cacert "$tls/ca.crt" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-  "${K[@]}" apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: pullcheck-scenario
-webhooks:
-  - name: validate.pullcheck.io
-    admissionReviewVersions: ["v1"]
-    sideEffects: None
-    failurePolicy: Ignore
-    timeoutSeconds: 10
-    clientConfig:
-      url: https://127.0.0.1:$port/validate
-      caBundle: $(base64 -w0 <"$tls/ca.crt")
-    namespaceSelector:
-      matchLabels: {pullcheck-scenario: admission}
-    rules:
-      - apiGroups: ["batch"]
-        apiVersions: ["v1"]
-        operations: ["CREATE", "UPDATE"]
-        resources: ["jobs"]
-EOF
+  register_webhook Validating pullcheck-scenario validate "$port" "$tls/ca.crt" admission '"CREATE", "UPDATE"'
   sleep 2   # the apiserver's webhook configuration informer
   job_yaml $ns missing "$MISSING" Never 0 >"$f"
   local t0 out rc=0 tdeny
@@ -1144,28 +1151,7 @@ s11() {
     </dev/null >"$WORK/s11.webhook.log" 2>&1 &
   WEBHOOK_PID=$!
   for i in $(seq 1 50); do curl -fsS --cacert "$tls/ca.crt" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-  "${K[@]}" apply -f - >/dev/null <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata:
-  name: pullcheck-scenario-11
-webhooks:
-  - name: mutate.pullcheck.io
-    admissionReviewVersions: ["v1"]
-    sideEffects: None
-    failurePolicy: Ignore
-    timeoutSeconds: 10
-    clientConfig:
-      url: https://127.0.0.1:$port/mutate
-      caBundle: $(base64 -w0 <"$tls/ca.crt")
-    namespaceSelector:
-      matchLabels: {pullcheck-scenario: hub}
-    rules:
-      - apiGroups: ["batch"]
-        apiVersions: ["v1"]
-        operations: ["CREATE"]
-        resources: ["jobs"]
-YAML
+  register_webhook Mutating pullcheck-scenario-11 mutate "$port" "$tls/ca.crt" hub '"CREATE"'
   sleep 2   # the apiserver's webhook configuration informer
   new_ns $ns pullcheck-scenario=hub
   local image=$hub/hub/armonly:v1 t0 mark webhook_gets node_gets ann
