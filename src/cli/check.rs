@@ -49,6 +49,7 @@ Default: /dev/termination-log if it exists (inside Kubernetes), else nothing."
     #[arg(
         long = "index-bodies",
         value_name = "FILE",
+        env = "PULLCHECK_INDEX_BODIES",
         help_heading = "Input",
         long_help = "A JSON object from index digest to index body, as the webhook writes it into the \
 pod-template annotation pullcheck.io/index-bodies and the injected init container reads it (downward-API \
@@ -111,9 +112,11 @@ pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
 /// Largest `--index-bodies` file read (the annotation is at most 64 KiB).
 const MAX_INDEX_BODIES_FILE: u64 = 1024 * 1024;
 
-/// Load `--index-bodies` into the engine; the warnings, one line each. Never fails: the
-/// file only spares GETs, so without it the check runs as it always does.
+/// Load `--index-bodies` into the engine; the warnings, at most one line per kind of
+/// problem. Never fails: the file only spares GETs, so without it the check runs as it
+/// always does.
 async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
+    use crate::engine::BodyRefused;
     let shown = path.display();
     let text = match read_capped(path, MAX_INDEX_BODIES_FILE) {
         Ok(t) => t,
@@ -124,19 +127,47 @@ async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
         Err(e) => return vec![format!("--index-bodies {shown}: {e}; checking without it")],
     };
     let refused = engine.remember_index_bodies(bodies).await;
-    refused
-        .into_iter()
-        .map(|d| {
-            format!(
-                "--index-bodies {shown}: the body for {d} does not hash to that digest: not used"
-            )
-        })
-        .collect()
+    let line = |kind: BodyRefused, one: &dyn Fn(&str) -> String, many: &str| {
+        let of_kind: Vec<&str> = refused
+            .iter()
+            .filter(|(_, k)| *k == kind)
+            .map(|(d, _)| d.as_str())
+            .collect();
+        match of_kind.as_slice() {
+            [] => None,
+            [d] => Some(format!("--index-bodies {shown}: {}: not used", one(d))),
+            [d, ..] => Some(format!(
+                "--index-bodies {shown}: {} {many} (the first: {d}): not used",
+                of_kind.len()
+            )),
+        }
+    };
+    [
+        line(
+            BodyRefused::NotADigest,
+            &|d| format!("{d} is not a digest"),
+            "keys are not digests",
+        ),
+        line(
+            BodyRefused::Mismatch,
+            &|d| format!("the body for {d} does not hash to that digest"),
+            "bodies do not hash to their digests",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
-/// The file's text, refusing more than `max` bytes or anything but UTF-8.
+/// The file's text, refusing more than `max` bytes, anything but UTF-8, and anything but a
+/// regular file (a FIFO would block past every deadline; the downward API writes a
+/// regular file behind a symlink).
 fn read_capped(path: &Path, max: u64) -> Result<String, String> {
     use std::io::Read as _;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut text = String::new();
     f.take(max + 1)

@@ -40,6 +40,16 @@ use crate::registry::client::Registry;
 use crate::verdict::Verdict;
 use resolve::{Attempt, Resolver};
 
+/// Why a handed-over index body was not kept ([`Engine::remember_index_bodies`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyRefused {
+    /// The key is not a digest (`sha256:` and 64 lowercase hex digits, or another known
+    /// algorithm).
+    NotADigest,
+    /// The body does not hash to its digest.
+    Mismatch,
+}
+
 /// Shared engine: one per process (the webhook keeps it for its lifetime).
 pub(crate) struct Engine {
     plan: Plan,
@@ -60,17 +70,17 @@ impl Engine {
     /// Keep index bodies read elsewhere (the webhook's, handed to the init container:
     /// [`crate::k8s::index_bodies`]), by digest, each only when it hashes to its digest: a
     /// wrong or forged entry is never used, and a kept one is used only when a HEAD answers
-    /// that very digest (`resolve::Resolver::index_body`). Returns the digests refused.
+    /// that very digest (`resolve::Resolver::index_body`). Returns the entries refused.
     pub(crate) async fn remember_index_bodies(
         &self,
         bodies: Vec<(String, Vec<u8>)>,
-    ) -> Vec<String> {
+    ) -> Vec<(String, BodyRefused)> {
         let mut refused = Vec::new();
         for (digest, body) in bodies {
-            if crate::reference::Digest::parse(&digest).is_ok_and(|d| d.verify(&body)) {
-                self.indexes.insert(digest, std::sync::Arc::new(body)).await;
-            } else {
-                refused.push(digest);
+            match crate::reference::Digest::parse(&digest) {
+                Err(_) => refused.push((digest, BodyRefused::NotADigest)),
+                Ok(d) if !d.verify(&body) => refused.push((digest, BodyRefused::Mismatch)),
+                Ok(_) => self.indexes.insert(digest, std::sync::Arc::new(body)).await,
             }
         }
         refused

@@ -224,17 +224,20 @@ impl Resolver<'_> {
                 Err(e) => return attempt.failed(&e),
             },
         };
-        self.index(route, &body, targets, target_text, attempt)
+        self.index(route, &body, targets, target_text, margin, attempt)
             .await
     }
 
     /// The platform step on an index: choose the child the node pulls, then HEAD it.
+    /// `margin`: the pulls that must stay left on a metered registry (`None`: not metered,
+    /// or GETs allowed regardless).
     async fn index(
         &self,
         route: &Route,
         body: &[u8],
         targets: &[Platform],
         target_text: String,
+        margin: Option<u64>,
         attempt: Attempt,
     ) -> Attempt {
         let index = match manifest::parse_index(body) {
@@ -278,9 +281,17 @@ impl Resolver<'_> {
                 ..attempt
             };
             attempt.warnings.extend(note);
-            let leaf = match self.descend(route, entry, t).await {
+            let leaf = match self.descend(route, entry, t, attempt.quota, margin).await {
                 Ok(leaf) => leaf,
-                Err(failed) => return attempt.with(failed.0, failed.1),
+                Err(Descent::Failed(v, detail)) => return attempt.with(v, detail),
+                Err(Descent::NotAffordable(quota)) => {
+                    let reason = SkipReason::QuotaLow {
+                        registry: self.reference.domain().to_string(),
+                        quota,
+                        margin: margin.unwrap_or_default(),
+                    };
+                    return attempt.not_checked(&reason).found();
+                }
             };
             if leaf.digest != entry.digest {
                 attempt.platform.matched = leaf.platform.as_ref().map(|p| p.to_string());
@@ -360,37 +371,55 @@ impl Resolver<'_> {
 
 impl Resolver<'_> {
     /// From a chosen index entry down to the manifest the node pulls: while the entry is
-    /// itself an index, GET it by digest (verified) and choose again for `target`, as
-    /// containerd walks nested indexes. `Err` holds the verdict and detail when a nested
-    /// index can't be read or lacks the platform.
+    /// itself an index, read it by digest (from the cache of bodies, else a verified GET,
+    /// which is kept) and choose again for `target`, as containerd walks nested indexes.
+    /// On a metered registry a GET is sent only while `quota` stays above `margin`, as for
+    /// the top index. `Err` says why it stopped.
     async fn descend(
         &self,
         route: &Route,
         entry: &manifest::IndexEntry,
         target: &Platform,
-    ) -> Result<manifest::IndexEntry, (Verdict, String)> {
+        quota: Option<Quota>,
+        margin: Option<u64>,
+    ) -> Result<manifest::IndexEntry, Descent> {
         let mut entry = entry.clone();
         for _ in 0..MAX_NESTED_INDEXES {
             if !manifest::is_index(&entry.media_type) {
                 return Ok(entry);
             }
-            let resp = self
-                .fetch(route, &entry.digest, Method::GET)
-                .await
-                .map_err(|e| {
-                    let (v, d) = classify::verdict_for(&e);
-                    (v, format!("nested index {}: {d}", entry.digest))
-                })?;
-            let body = resp.body.as_deref().unwrap_or_default();
-            let verified = Digest::parse(&entry.digest).is_ok_and(|d| d.verify(body));
-            if !verified {
-                return Err((
-                    Verdict::NotFound,
-                    format!("nested index {} does not match its digest", entry.digest),
-                ));
-            }
-            let index = manifest::parse_index(body).map_err(|e| {
-                (
+            let body = match self.indexes.get(&entry.digest).await {
+                Some(body) => body,
+                None => {
+                    if let (Some(q), Some(m)) = (quota, margin)
+                        && q.remaining <= m
+                    {
+                        return Err(Descent::NotAffordable(q));
+                    }
+                    let resp = self
+                        .fetch(route, &entry.digest, Method::GET)
+                        .await
+                        .map_err(|e| {
+                            let (v, d) = classify::verdict_for(&e);
+                            Descent::Failed(v, format!("nested index {}: {d}", entry.digest))
+                        })?;
+                    let body = resp.body.unwrap_or_default();
+                    let verified = Digest::parse(&entry.digest).is_ok_and(|d| d.verify(&body));
+                    if !verified {
+                        return Err(Descent::Failed(
+                            Verdict::NotFound,
+                            format!("nested index {} does not match its digest", entry.digest),
+                        ));
+                    }
+                    let body = Arc::new(body);
+                    self.indexes
+                        .insert(entry.digest.clone(), body.clone())
+                        .await;
+                    body
+                }
+            };
+            let index = manifest::parse_index(&body).map_err(|e| {
+                Descent::Failed(
                     Verdict::NotFound,
                     format!("nested index {} could not be decoded: {e}", entry.digest),
                 )
@@ -405,7 +434,7 @@ impl Resolver<'_> {
                         .map(|p| p.to_string())
                         .collect::<Vec<_>>()
                         .join(", ");
-                    return Err((
+                    return Err(Descent::Failed(
                         Verdict::PlatformMissing,
                         format!(
                             "nested index {} has no entry for {target} (available: {})",
@@ -421,7 +450,7 @@ impl Resolver<'_> {
             };
         }
         if manifest::is_index(&entry.media_type) {
-            return Err((
+            return Err(Descent::Failed(
                 Verdict::NotFound,
                 format!(
                     "indexes nested more than {MAX_NESTED_INDEXES} deep below the tag: pullcheck stops there"
@@ -430,6 +459,15 @@ impl Resolver<'_> {
         }
         Ok(entry)
     }
+}
+
+/// Why [`Resolver::descend`] stopped above a manifest.
+enum Descent {
+    /// A nested index can't be read, doesn't match its digest, or lacks the platform: the
+    /// verdict and its detail.
+    Failed(Verdict, String),
+    /// Reading a nested index would spend a pull the quota (stated here) can't afford.
+    NotAffordable(Quota),
 }
 
 /// The digest of what the reference resolved to, verified where the body allows it.

@@ -18,16 +18,36 @@ use serde_json::{Map, Value};
 /// The pod-template annotation holding the index bodies.
 pub(crate) const ANNOTATION: &str = "pullcheck.io/index-bodies";
 
-/// The most the annotation's value may hold, in bytes: bodies that would take it past this
-/// are left out (those images are checked on the node as before). The API server allows
-/// 256 KiB for all of an object's annotations (`ValidateAnnotationsSize` in
-/// k8s.io/apimachinery `pkg/api/validation/objectmeta.go`); a pod carries the template's.
-pub(crate) const MAX_ANNOTATION_BYTES: usize = 64 * 1024;
+/// The most the annotations of one workload may hold together, in bytes: bodies that would
+/// take them past this are left out (those images are checked on the node as before). Per
+/// object, not per template: a JobSet with 40 replicated Jobs repeats its bodies in each, and
+/// the stored object must stay far below etcd's request limit (1.5 MiB by default).
+pub(crate) const MAX_OBJECT_BYTES: usize = 64 * 1024;
 
-/// The annotation's value for these `(digest, body)` pairs, in order, each digest once;
-/// a body that is not UTF-8 text (an index is JSON) or doesn't fit is left out. `None` when
-/// none is left.
-pub(crate) fn encode<'a>(bodies: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Option<String> {
+/// All of an object's annotations, keys and values, may take this many bytes
+/// (`ValidateAnnotationsSize` in k8s.io/apimachinery `pkg/api/validation/objectmeta.go`);
+/// a pod carries its template's.
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Left free below [`MAX_ANNOTATIONS_BYTES`] for what controllers add to the pods.
+const POD_ANNOTATIONS_MARGIN: usize = 4 * 1024;
+
+/// The bytes the annotation may take in a template whose other annotations are `existing`
+/// (their keys and values, as the API server counts them).
+pub(crate) fn room_beside(existing: usize) -> usize {
+    MAX_ANNOTATIONS_BYTES
+        .saturating_sub(POD_ANNOTATIONS_MARGIN)
+        .saturating_sub(existing)
+        .saturating_sub(ANNOTATION.len())
+}
+
+/// The annotation's value for these `(digest, body)` pairs, in order, each digest once, in
+/// at most `max` bytes; a body that is not UTF-8 text (an index is JSON) or doesn't fit is
+/// left out. `None` when none is left.
+pub(crate) fn encode<'a>(
+    bodies: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    max: usize,
+) -> Option<String> {
     let mut map = Map::new();
     // `{}` plus, per entry, `"digest":"body",` with the body's JSON escaping.
     let mut size = 2;
@@ -40,7 +60,7 @@ pub(crate) fn encode<'a>(bodies: impl IntoIterator<Item = (&'a str, &'a [u8])>) 
         };
         let value = Value::String(text.to_string());
         let entry = digest.len() + 4 + value.to_string().len();
-        if size + entry > MAX_ANNOTATION_BYTES {
+        if size + entry > max {
             continue;
         }
         size += entry;
@@ -90,7 +110,11 @@ mod tests {
         let a =
             b"{\n   \"schemaVersion\": 2,\n   \"manifests\": [{\"a\": \"\\u00e9\"}]\n}".to_vec();
         let b = br#"{"schemaVersion":2,"manifests":[]}"#.to_vec();
-        let text = encode([("sha256:aa", a.as_slice()), ("sha256:bb", b.as_slice())]).unwrap();
+        let text = encode(
+            [("sha256:aa", a.as_slice()), ("sha256:bb", b.as_slice())],
+            MAX_OBJECT_BYTES,
+        )
+        .unwrap();
         assert_eq!(
             decode(&text).unwrap(),
             vec![("sha256:aa".to_string(), a), ("sha256:bb".to_string(), b)]
@@ -99,21 +123,30 @@ mod tests {
 
     #[test]
     fn each_digest_once_text_only_and_within_the_limit() {
-        let big = vec![b'x'; MAX_ANNOTATION_BYTES];
-        let text = encode([
-            ("sha256:aa", b"{}".as_slice()),
-            ("sha256:aa", b"{\"other\":1}".as_slice()),
-            ("sha256:bin", [0xff, 0xfe].as_slice()),
-            ("sha256:big", big.as_slice()),
-            ("sha256:cc", b"[]".as_slice()),
-        ])
+        let max = MAX_OBJECT_BYTES;
+        let big = vec![b'x'; max];
+        let text = encode(
+            [
+                ("sha256:aa", b"{}".as_slice()),
+                ("sha256:aa", b"{\"other\":1}".as_slice()),
+                ("sha256:bin", [0xff, 0xfe].as_slice()),
+                ("sha256:big", big.as_slice()),
+                ("sha256:cc", b"[]".as_slice()),
+            ],
+            max,
+        )
         .unwrap();
         assert_eq!(text, r#"{"sha256:aa":"{}","sha256:cc":"[]"}"#);
-        assert!(encode([("sha256:big", big.as_slice())]).is_none());
+        assert!(encode([("sha256:big", big.as_slice())], max).is_none());
         // At the limit exactly: 2 + len("sha256:d") + 4 + len("\"…\"") bytes.
-        let fits = vec![b'y'; MAX_ANNOTATION_BYTES - 2 - 8 - 4 - 2];
-        let text = encode([("sha256:d", fits.as_slice())]).unwrap();
-        assert_eq!(text.len(), MAX_ANNOTATION_BYTES - 1);
+        let fits = vec![b'y'; max - 2 - 8 - 4 - 2];
+        let text = encode([("sha256:d", fits.as_slice())], max).unwrap();
+        assert_eq!(text.len(), max - 1);
+        assert!(encode([("sha256:d", fits.as_slice())], max - 1).is_none());
+        // Beside other annotations: what the API server's 256 KiB leaves, less a margin.
+        assert_eq!(room_beside(0), 256 * 1024 - 4 * 1024 - ANNOTATION.len());
+        assert_eq!(room_beside(250 * 1024), 2 * 1024 - ANNOTATION.len());
+        assert_eq!(room_beside(300 * 1024), 0);
     }
 
     #[test]

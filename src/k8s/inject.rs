@@ -25,6 +25,8 @@ pub(crate) const INDEX_BODIES_VOLUME: &str = "pullcheck-index-bodies";
 /// Where that volume is mounted, and its one file.
 pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodies";
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
+/// The variable naming that file to `check` (its `--index-bodies`).
+pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -40,6 +42,10 @@ pub(crate) const IMAGE_REPOSITORY: &str = "ghcr.io/pullcheck/pullcheck";
 pub(crate) fn default_image() -> String {
     format!("{IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"))
 }
+
+/// Index bodies by image as written: `(digest, body)` of the index the tag names, then of
+/// the indexes nested in it, as the check on the node reads them.
+pub type IndexBodies = BTreeMap<String, Vec<(String, Arc<Vec<u8>>)>>;
 
 /// How to build the init container and the Job policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +65,7 @@ pub struct InjectOptions {
     /// Index bodies already read (the webhook's), by image as written: `(digest, body)`.
     /// A template whose images have some gets them in its [`index_bodies::ANNOTATION`],
     /// and its init container reads them from a downward-API volume. Empty for `inject`.
-    pub index_bodies: BTreeMap<String, (String, Arc<Vec<u8>>)>,
+    pub index_bodies: IndexBodies,
 }
 
 impl Default for InjectOptions {
@@ -140,6 +146,8 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         ..opts.clone()
     };
     let mut kubeflow_warned = false;
+    // Index bodies share one budget for the whole object (see index_bodies::MAX_OBJECT_BYTES).
+    let mut bodies_left = index_bodies::MAX_OBJECT_BYTES;
     for t in &templates {
         let Some(template) = obj.pointer_mut(&t.pointer) else {
             continue;
@@ -158,7 +166,9 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         } else {
             opts
         };
-        if inject_template(template, &t.pointer, these, &mut out) {
+        let done = inject_template(template, &t.pointer, these, bodies_left, &mut out);
+        bodies_left = bodies_left.saturating_sub(done.annotation_bytes);
+        if done.checked {
             injected.push(t.clone());
         }
     }
@@ -176,23 +186,51 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     out
 }
 
-/// Inject into one pod template; false when it was left without a checker.
+/// What [`inject_template`] did to one template.
+struct TemplateInjected {
+    /// It has the checker now.
+    checked: bool,
+    /// The bytes of the index-bodies annotation it got.
+    annotation_bytes: usize,
+}
+
+const UNCHANGED: TemplateInjected = TemplateInjected {
+    checked: false,
+    annotation_bytes: 0,
+};
+
+/// The bytes the template's annotations other than pullcheck's take (keys and values).
+fn other_annotations_bytes(template: &Value) -> usize {
+    template
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|a| {
+            a.iter()
+                .filter(|(k, _)| k.as_str() != index_bodies::ANNOTATION)
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Inject into one pod template, with at most `bodies_room` bytes of index bodies.
 fn inject_template(
     template: &mut Value,
     at: &str,
     opts: &InjectOptions,
+    bodies_room: usize,
     out: &mut Vec<Warning>,
-) -> bool {
+) -> TemplateInjected {
     if is_windows(template) {
         warn(
             out,
             at,
             "Windows pod template: left unchanged (the pullcheck image is Linux-only)",
         );
-        return false;
+        return UNCHANGED;
     }
     if skipped(template) {
-        return false;
+        return UNCHANGED;
     }
     let mut refs: Vec<String> = Vec::new();
     for use_ in template_images(template, at) {
@@ -207,18 +245,23 @@ fn inject_template(
     let bodies = if refs.is_empty() {
         None
     } else {
-        index_bodies::encode(refs.iter().filter_map(|r| {
-            let (digest, body) = opts.index_bodies.get(r)?;
-            Some((digest.as_str(), body.as_slice()))
-        }))
+        let room = bodies_room.min(index_bodies::room_beside(other_annotations_bytes(template)));
+        index_bodies::encode(
+            refs.iter()
+                .filter_map(|r| opts.index_bodies.get(r))
+                .flatten()
+                .map(|(digest, body)| (digest.as_str(), body.as_slice())),
+            room,
+        )
     };
     if template.get("spec").and_then(Value::as_object).is_none() {
         warn(out, at, "pod template has no spec: left unchanged");
-        return false;
+        return UNCHANGED;
     }
     set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
+    let annotation_bytes = bodies.as_ref().map_or(0, String::len);
     let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
-        return false;
+        return UNCHANGED;
     };
     if bodies.is_none() {
         remove_named(spec, "volumes", INDEX_BODIES_VOLUME);
@@ -231,7 +274,7 @@ fn inject_template(
             at,
             "no image to check (all imagePullPolicy: Never): no pullcheck init container",
         );
-        return false;
+        return UNCHANGED;
     }
     let inits = array_entry(spec, "initContainers");
     inits.retain(|c| name_of(c) != Some(CONTAINER_NAME));
@@ -244,7 +287,10 @@ fn inject_template(
     if bodies.is_some() {
         put_volume(spec, index_bodies_volume());
     }
-    true
+    TemplateInjected {
+        checked: true,
+        annotation_bytes,
+    }
 }
 
 /// Put `vol` in `spec.volumes`, in place of the one of its name.
@@ -302,11 +348,13 @@ fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
 }
 
 /// The downward-API volume with the template's index bodies as one file.
+/// The API server's defaults (`apiVersion: v1`, `defaultMode: 420`) are written out, so that
+/// injecting into the stored object again changes nothing.
 fn index_bodies_volume() -> Value {
     json!({"name": INDEX_BODIES_VOLUME, "downwardAPI": {"items": [{
         "path": INDEX_BODIES_FILE,
-        "fieldRef": {"fieldPath": format!("metadata.annotations['{}']", index_bodies::ANNOTATION)},
-    }]}})
+        "fieldRef": {"apiVersion": "v1", "fieldPath": format!("metadata.annotations['{}']", index_bodies::ANNOTATION)},
+    }], "defaultMode": 420}})
 }
 
 fn name_of(v: &Value) -> Option<&str> {
@@ -347,12 +395,6 @@ pub(crate) fn init_container(
     if !secrets.is_empty() {
         args.extend(["--pull-secrets".to_string(), SECRETS_MOUNT_PATH.to_string()]);
     }
-    if index_bodies {
-        args.extend([
-            "--index-bodies".to_string(),
-            format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}"),
-        ]);
-    }
     args.push("--no-docker-config".to_string());
     args.extend(opts.check_args.iter().cloned());
     args.extend(refs.iter().cloned());
@@ -388,6 +430,12 @@ pub(crate) fn init_container(
     }
     if !mounts.is_empty() {
         c["volumeMounts"] = Value::Array(mounts);
+    }
+    if index_bodies {
+        // An environment variable, not `--index-bodies`: a checker image older than the
+        // webhook (a mirror, a pinned digest, a rollback) ignores it instead of exiting 2 on
+        // an unknown flag.
+        c["env"] = json!([{"name": INDEX_BODIES_ENV, "value": format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}")}]);
     }
     c
 }
@@ -462,7 +510,7 @@ mod tests {
                 .map(|(image, digest, body)| {
                     (
                         image.to_string(),
-                        (digest.to_string(), Arc::new(body.to_vec())),
+                        vec![(digest.to_string(), Arc::new(body.to_vec()))],
                     )
                 })
                 .collect(),
@@ -490,20 +538,23 @@ mod tests {
         assert_eq!(
             t["spec"]["volumes"],
             json!([{"name": "pullcheck-index-bodies", "downwardAPI": {"items": [{"path": "bodies.json",
-                "fieldRef": {"fieldPath": "metadata.annotations['pullcheck.io/index-bodies']"}}]}}])
+                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['pullcheck.io/index-bodies']"}}],
+                "defaultMode": 420}}])
         );
         let c = &t["spec"]["initContainers"][0];
         assert_eq!(
             c["args"],
             json!([
                 "check",
-                "--index-bodies",
-                "/var/run/pullcheck/index-bodies/bodies.json",
                 "--no-docker-config",
                 "docker.io/library/a:1",
                 "b:1",
                 "a:1"
             ])
+        );
+        assert_eq!(
+            c["env"],
+            json!([{"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"}])
         );
         assert_eq!(
             c["volumeMounts"],
@@ -587,5 +638,52 @@ mod tests {
         let mut obj = defaulted();
         inject_object(&mut obj, &InjectOptions::default(), &table);
         assert_eq!(obj["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+    }
+
+    /// One budget for the whole object: a JobSet-like object with many templates repeating
+    /// the same images gets bodies until 64 KiB are used, the rest none.
+    #[test]
+    fn index_bodies_share_one_budget_per_object_and_leave_room_for_other_annotations() {
+        let table = Table::builtin();
+        let body = vec![b'x'; 20 * 1024];
+        let opts = with_bodies(&[("a:1", "sha256:aa", body.as_slice())]);
+        let list: Vec<Value> = (0..5).map(|_| job(&["a:1"])).collect();
+        let mut obj = json!({"apiVersion": "v1", "kind": "List", "items": list});
+        inject_object(&mut obj, &opts, &table);
+        // A v1 List is item by item: each Job has its own budget.
+        for i in 0..5 {
+            assert!(
+                obj["items"][i]["spec"]["template"]["metadata"]["annotations"]
+                    [index_bodies::ANNOTATION]
+                    .is_string()
+            );
+        }
+        // A JobSet's replicated Jobs are templates of one object.
+        let rj: Vec<Value> = (0..5)
+            .map(|i| {
+                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "a:1"}]}}}}})
+            })
+            .collect();
+        let mut js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}});
+        inject_object(&mut js, &opts, &table);
+        let with: Vec<bool> = (0..5)
+            .map(|i| js["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["metadata"]["annotations"][index_bodies::ANNOTATION].is_string())
+            .collect();
+        assert_eq!(with, [true, true, true, false, false]);
+        // Beside 250 KiB of other annotations there is no room for 20 KiB.
+        let mut crowded = job(&["a:1"]);
+        crowded["spec"]["template"]["metadata"] =
+            json!({"annotations": {"example.com/notes": "n".repeat(250 * 1024)}});
+        inject_object(&mut crowded, &opts, &table);
+        let t = &crowded["spec"]["template"];
+        assert!(
+            t["metadata"]["annotations"]
+                .get(index_bodies::ANNOTATION)
+                .is_none()
+        );
+        assert!(t["spec"].get("volumes").is_none(), "{}", t["spec"]);
+        assert!(t["spec"]["initContainers"][0].get("env").is_none());
     }
 }

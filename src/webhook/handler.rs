@@ -5,7 +5,6 @@
 //! or a hang); a decodable review without a request gets that same answer with HTTP 200, as
 //! kube-core's example does. Every other answer starts from `AdmissionResponse::from(&req)`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -29,7 +28,7 @@ use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
 use crate::credentials::provider::Workload;
 use crate::engine::{Engine, PlatformPolicy};
-use crate::k8s::inject::{InjectOptions, TransientAction};
+use crate::k8s::inject::{IndexBodies, InjectOptions, TransientAction};
 use crate::k8s::templates::{Table, pod_templates, template_images};
 use crate::platform::Platform;
 use crate::reference::Reference;
@@ -160,13 +159,14 @@ fn has_metered_images(state: &WebhookState, obj: &Value) -> bool {
 
 /// The index bodies to hand over (`k8s::index_bodies`), by image as the injected template
 /// will write it (pinned or not): for each image on a metered registry whose index this
-/// process holds. Single-platform manifests have none: the node's HEAD is enough there.
+/// process holds, that index and the indexes nested in it that it holds too.
+/// Single-platform manifests have none: the node's HEAD is enough there.
 async fn index_bodies(
     state: &WebhookState,
     checks: &[ImageCheck],
     pins: &[(String, String)],
-) -> BTreeMap<String, (String, Arc<Vec<u8>>)> {
-    let mut out = BTreeMap::new();
+) -> IndexBodies {
+    let mut out = IndexBodies::new();
     for c in checks {
         let Checked::Done(o) = &c.result else {
             continue;
@@ -177,13 +177,41 @@ async fn index_bodies(
         if !Reference::parse(&c.image).is_ok_and(|r| state.engine.plan().is_metered(&r)) {
             continue;
         }
-        let Some(body) = state.engine.index_body(digest).await else {
+        let bodies = held_bodies(&state.engine, digest).await;
+        if bodies.is_empty() {
+            continue;
+        }
+        if let Some((_, pinned)) = pins.iter().find(|(p, _)| *p == c.pointer) {
+            out.insert(pinned.clone(), bodies.clone());
+        }
+        out.insert(c.image.clone(), bodies);
+    }
+    out
+}
+
+/// The body of the index `digest` and of the indexes nested in it, as far as `engine`
+/// holds them (at most 16: the engine walks 4 levels), the top one first.
+async fn held_bodies(engine: &Engine, digest: &str) -> Vec<(String, Arc<Vec<u8>>)> {
+    let mut out: Vec<(String, Arc<Vec<u8>>)> = Vec::new();
+    let mut queue = vec![digest.to_string()];
+    while let Some(d) = queue.pop() {
+        if out.len() >= 16 || out.iter().any(|(seen, _)| *seen == d) {
+            continue;
+        }
+        let Some(body) = engine.index_body(&d).await else {
             continue;
         };
-        if let Some((_, pinned)) = pins.iter().find(|(p, _)| *p == c.pointer) {
-            out.insert(pinned.clone(), (digest.clone(), body.clone()));
+        if let Ok(index) = crate::manifest::parse_index(&body) {
+            queue.extend(
+                index
+                    .manifests
+                    .iter()
+                    .filter(|e| crate::manifest::is_index(&e.media_type))
+                    .map(|e| e.digest.clone())
+                    .rev(),
+            );
         }
-        out.insert(c.image.clone(), (digest.clone(), body));
+        out.push((d, body));
     }
     out
 }

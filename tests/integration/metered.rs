@@ -90,6 +90,25 @@ impl DockerHub {
         check(&args)
     }
 
+    /// [`DockerHub::check`] with these environment variables.
+    fn check_with_env(&self, extra: &[&str], image: &str, env: &[(&str, &str)]) -> Run {
+        let ca = fixture().ca_file.to_string_lossy().into_owned();
+        let mut args = vec![
+            "check",
+            "--output",
+            "json",
+            "--ca-file",
+            ca.as_str(),
+            "--metered-registry",
+            self.host(),
+            "--platform",
+            "linux/amd64",
+        ];
+        args.extend_from_slice(extra);
+        args.push(image);
+        crate::support::process::run(&args, env)
+    }
+
     /// The requests the real registry logged since `mark`, as `METHOD URI`.
     fn requests_since(&self, mark: usize) -> Vec<String> {
         self.registry
@@ -302,19 +321,10 @@ fn handed_over(
     json_patch::patch(&mut obj, &patch).unwrap();
     let t = &obj["spec"]["template"];
     let c = &t["spec"]["initContainers"][0];
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    // The file is named by an environment variable, which an older checker ignores.
     assert_eq!(
-        &args[..3],
-        [
-            "check",
-            "--index-bodies",
-            "/var/run/pullcheck/index-bodies/bodies.json"
-        ],
+        c["env"],
+        json!([{"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"}]),
         "{c}"
     );
     let volume = t["spec"]["volumes"]
@@ -346,9 +356,22 @@ fn the_webhook_hands_its_index_bodies_to_the_node_which_then_needs_only_heads() 
     let wh = Webhook::start(&["--metered-registry", hub.host()]);
     let dir = tempfile::tempdir().unwrap();
     let f = fixture();
-    for (img, code, result) in [
-        (&f.images.multi_index, 0, "exact"),
-        (&f.images.arm_only, 12, "missing"),
+    // (image, its indexes the webhook reads, exit code, platform result)
+    for (img, indexes, code, result) in [
+        (
+            &f.images.multi_index,
+            vec![&f.images.multi_index],
+            0,
+            "exact",
+        ),
+        (&f.images.arm_only, vec![&f.images.arm_only], 12, "missing"),
+        // Its linux/amd64 entry is an index itself: both bodies are handed over.
+        (
+            &f.images.nested,
+            vec![&f.images.nested, &f.images.nested_inner],
+            0,
+            "exact",
+        ),
     ] {
         hub.remaining.store(50, Ordering::SeqCst);
         // The captured review's multi-platform image, replaced by the one under test.
@@ -360,20 +383,32 @@ fn the_webhook_hands_its_index_bodies_to_the_node_which_then_needs_only_heads() 
         .unwrap();
         let mark = hub.registry.mark();
         let (bodies, file) = handed_over(&wh, &rev, dir.path());
-        // One GET, the index, paid by the webhook (the cluster's platforms include arm64).
-        assert_eq!(hub.gets_since(mark), 1, "{:?}", hub.requests_since(mark));
+        // One GET per index, paid by the webhook (the cluster's platforms include arm64).
+        assert_eq!(
+            hub.gets_since(mark),
+            indexes.len(),
+            "{:?}",
+            hub.requests_since(mark)
+        );
         let map = bodies.as_object().unwrap();
-        assert_eq!(map.keys().collect::<Vec<_>>(), [&img.digest], "{bodies}");
-        let body = map[&img.digest].as_str().unwrap();
-        let sum = format!("sha256:{:x}", sha2::Sha256::digest(body.as_bytes()));
-        assert_eq!(sum, img.digest);
+        let digests: Vec<&String> = indexes.iter().map(|i| &i.digest).collect();
+        assert_eq!(map.keys().collect::<Vec<_>>(), digests, "{bodies}");
+        for (digest, body) in map {
+            let sum = format!(
+                "sha256:{:x}",
+                sha2::Sha256::digest(body.as_str().unwrap().as_bytes())
+            );
+            assert_eq!(&sum, digest);
+        }
 
         // On the node: 5 pulls left, below the margin of 10; no GET, the platform decided.
         hub.remaining.store(5, Ordering::SeqCst);
         let mark = hub.registry.mark();
-        let r = hub.check(
-            &["--index-bodies", file.to_str().unwrap()],
+        // Named the way the injected container names it: PULLCHECK_INDEX_BODIES.
+        let r = hub.check_with_env(
+            &[],
             &hub.image(img.repo),
+            &[("PULLCHECK_INDEX_BODIES", file.to_str().unwrap())],
         );
         r.assert_code(code);
         assert_eq!(r.image(0)["platform"]["result"], result, "{}", r.stdout);
@@ -478,5 +513,106 @@ fn index_bodies_that_do_not_match_are_not_used() {
             "pullcheck: warning: --index-bodies {}: No such file or directory (os error 2); checking without it\n{note}",
             missing.display()
         )
+    );
+}
+
+/// A nested index whose body the file lacks is not fetched on a quota below the margin (the
+/// top index's rule holds one level down too): platform not verified, no GET.
+#[test]
+fn a_nested_index_is_fetched_only_when_affordable() {
+    let hub = DockerHub::start(Some(50));
+    let f = fixture();
+    let (top, inner) = (&f.images.nested, &f.images.nested_inner);
+    let wh = Webhook::start(&["--metered-registry", hub.host()]);
+    let dir = tempfile::tempdir().unwrap();
+    let rev: serde_json::Value = serde_json::from_str(
+        &review("job-create.json", hub.host())
+            .to_string()
+            .replace("/multi/app:v1", &format!("/{}:v1", top.repo)),
+    )
+    .unwrap();
+    let (bodies, file) = handed_over(&wh, &rev, dir.path());
+    let only_top = json!({&top.digest: bodies[&top.digest]});
+    std::fs::write(&file, only_top.to_string()).unwrap();
+    hub.remaining.store(5, Ordering::SeqCst);
+    let mark = hub.registry.mark();
+    let r = hub.check(
+        &["--index-bodies", file.to_str().unwrap()],
+        &hub.image(top.repo),
+    );
+    r.assert_code(0);
+    let o = r.image(0);
+    assert_eq!(o["platform"]["result"], "not_checked", "{o}");
+    assert_eq!(
+        o["platform"]["note"],
+        format!(
+            "platform not verified: {} states 5 of 100 pulls left per 6 h, not more than the margin of 10 (--metered-quota-margin); pass --verify-platform-on-metered to check anyway",
+            hub.host()
+        )
+    );
+    assert_eq!(hub.gets_since(mark), 0, "{:?}", hub.requests_since(mark));
+    // With pulls to spare the inner index is fetched, once, and the platform decided.
+    hub.remaining.store(50, Ordering::SeqCst);
+    let mark = hub.registry.mark();
+    let r = hub.check(
+        &["--index-bodies", file.to_str().unwrap()],
+        &hub.image(top.repo),
+    );
+    r.assert_code(0);
+    assert_eq!(r.image(0)["platform"]["result"], "exact");
+    let gets: Vec<String> = hub
+        .requests_since(mark)
+        .into_iter()
+        .filter(|r| r.starts_with("GET ") && r.contains("/manifests/"))
+        .collect();
+    assert_eq!(
+        gets,
+        [format!("GET /v2/{}/manifests/{}", top.repo, inner.digest)]
+    );
+}
+
+/// Many refused entries make one line per kind, and a FIFO is refused rather than read (it
+/// would block past every deadline).
+#[test]
+fn refused_index_bodies_are_summed_up_and_a_fifo_is_not_read() {
+    let hub = DockerHub::start(Some(5));
+    let image = hub.image(fixture().images.multi_index.repo);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bodies.json");
+    let d = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    let text = json!({d('a'): "{}", d('b'): "{}", d('c'): "{}", "SHA256:ABC": "{}"});
+    std::fs::write(&file, text.to_string()).unwrap();
+    let r = hub.check(&["--index-bodies", file.to_str().unwrap()], &image);
+    r.assert_code(0);
+    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "pullcheck: warning: --index-bodies {}: SHA256:ABC is not a digest: not used",
+                file.display()
+            ),
+            format!(
+                "pullcheck: warning: --index-bodies {}: 3 bodies do not hash to their digests (the first: {}): not used",
+                file.display(),
+                d('a')
+            ),
+        ]
+    );
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let r = hub.check(&["--index-bodies", fifo.to_str().unwrap()], &image);
+    r.assert_code(0);
+    assert!(
+        r.stderr.starts_with(&format!(
+            "pullcheck: warning: --index-bodies {}: not a regular file; checking without it\n",
+            fifo.display()
+        )),
+        "{}",
+        r.stderr
     );
 }
