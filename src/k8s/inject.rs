@@ -315,19 +315,7 @@ fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
                 // Where it usually stands: before the spec.
                 o.shift_insert(0, "metadata".to_string(), Value::Object(Map::new()));
             }
-            let meta = o.get_mut("metadata").expect("just inserted");
-            if !meta.is_object() {
-                *meta = Value::Object(Map::new());
-            }
-            let meta = meta.as_object_mut().expect("just made an object");
-            let ann = meta
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !ann.is_object() {
-                *ann = Value::Object(Map::new());
-            }
-            ann.as_object_mut()
-                .expect("just made an object")
+            object_entry(object_entry(o, "metadata"), "annotations")
                 .insert(key.to_string(), Value::String(v.to_string()));
         }
         None => {
@@ -370,6 +358,18 @@ fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
             spec.shift_remove(list);
         }
     }
+}
+
+/// `map[key]` as a mutable object, created (at the end of the map) when absent or not an
+/// object.
+fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().expect("just made an object")
 }
 
 /// `spec[list]` as a mutable array, created (at the end of the map) when absent or null.

@@ -128,11 +128,7 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
     match resolved {
         Ok(action) => *action,
         Err(e) => {
-            let flag = if cfg.transient_auto {
-                "auto"
-            } else {
-                "restart"
-            };
+            let flag = restart_rules::flag_value(cfg.transient_auto);
             tracing::warn!(
                 "container restart rules unknown ({e}): --transient {flag} writes count until the API server answers (asked again in {}s)",
                 TRANSIENT_RETRY.as_secs()

@@ -171,19 +171,14 @@ pub(crate) fn decide(
     version: Option<KubernetesVersion>,
     answer: Option<&ProbeAnswer>,
 ) -> Resolution {
-    let flag = if auto { "auto" } else { "restart" };
-    let count = |loudness, why: String| Resolution {
-        action: TransientAction::Count,
-        loudness,
-        message: format!("{why}: --transient {flag} writes count"),
-    };
+    let flag = flag_value(auto);
+    let count = |loudness, why: String| counted(auto, loudness, &why);
     let restart = |loudness, why: String| Resolution {
         action: TransientAction::Restart,
         loudness,
         message: format!("{why}: --transient {flag} writes container restart rules"),
     };
-    // Below 1.35 is expected under auto; an explicit restart deserves a warning.
-    let expected = if auto { Loudness::Info } else { Loudness::Warn };
+    let expected = expected(auto);
     let Some(v) = version else {
         return count(expected, "the API server states no version".into());
     };
@@ -225,6 +220,26 @@ pub(crate) fn decide(
     }
 }
 
+/// `--transient`'s value as given: `auto` or `restart` (the two that reach a decision).
+pub(crate) fn flag_value(auto: bool) -> &'static str {
+    if auto { "auto" } else { "restart" }
+}
+
+/// How loud a fall back to count is when nothing went wrong (below 1.35, no API server):
+/// expected under auto; an explicit restart deserves a warning.
+fn expected(auto: bool) -> Loudness {
+    if auto { Loudness::Info } else { Loudness::Warn }
+}
+
+/// Count, because of `why`.
+fn counted(auto: bool, loudness: Loudness, why: &str) -> Resolution {
+    Resolution {
+        action: TransientAction::Count,
+        loudness,
+        message: format!("{why}: --transient {} writes count", flag_value(auto)),
+    }
+}
+
 /// The action for this review. Anything but restart is returned as asked. Restart asks the
 /// API server's version and then runs the probe (when `probe` is set); an error (the API
 /// unreachable, the deadline, a 429 or 5xx answer) is returned, so the caller falls back
@@ -238,15 +253,11 @@ pub(crate) async fn resolve(
     deadline: Instant,
 ) -> Result<Resolution, String> {
     let Some(cluster) = cluster else {
-        let loudness = if auto { Loudness::Info } else { Loudness::Warn };
-        let flag = if auto { "auto" } else { "restart" };
-        return Ok(Resolution {
-            action: TransientAction::Count,
-            loudness,
-            message: format!(
-                "no Kubernetes API to ask for its version: --transient {flag} writes count"
-            ),
-        });
+        return Ok(counted(
+            auto,
+            expected(auto),
+            "no Kubernetes API to ask for its version",
+        ));
     };
     let version = cluster.version(deadline).await.map_err(|e| e.to_string())?;
     let answer = match (probe, version) {

@@ -138,6 +138,22 @@ fn kubectl_ok(args: &[&str], stdin: Option<&str>) -> String {
     o.stdout
 }
 
+/// `obj` created in `ns` with a server-side dry run (which must succeed): what the API server
+/// would store.
+fn dry_run_create(ns: &str, obj: &Value) -> Value {
+    let args = [
+        "-n",
+        ns,
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        "-",
+    ];
+    serde_json::from_str(&kubectl_ok(&args, Some(&obj.to_string()))).unwrap()
+}
+
 fn get_json(args: &[&str]) -> Value {
     let mut a = vec!["get", "-o", "json"];
     a.extend_from_slice(args);
@@ -547,22 +563,8 @@ fn job_with_present_images_is_admitted_mutated_and_stored() {
             !k.contains("controller-uid") && k != "job-name" && !k.ends_with("/job-name")
         });
     }
-    let o = kubectl(
-        &[
-            "-n",
-            &ns,
-            "create",
-            "--dry-run=server",
-            "-o",
-            "json",
-            "-f",
-            "-",
-        ],
-        Some(&again.to_string()),
-    );
-    assert!(o.ok, "{}", o.stderr);
     // Mutation is idempotent: the re-created object still has one init container.
-    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let v = dry_run_create(&ns, &again);
     assert_injected(&v, "/spec/template", env, &image);
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 
 use crate::support::hostile_server::{Out, Seen, Server};
-use crate::support::process::{Run, check};
+use crate::support::process::{Run, check_env};
 use crate::support::registry::LoggedRequest;
 use crate::support::{Mode, Registry, fixture, relay, start_dedicated};
 use crate::webhook::{Webhook, patch_of, review};
@@ -79,26 +79,12 @@ impl DockerHub {
 
     /// `pullcheck check` of `image` for linux/amd64 with the stand-in declared metered.
     fn check(&self, extra: &[&str], image: &str) -> Run {
-        let mut args = vec![
-            "--metered-registry",
-            self.host(),
-            "--platform",
-            "linux/amd64",
-        ];
-        args.extend_from_slice(extra);
-        args.push(image);
-        check(&args)
+        self.check_with_env(extra, image, &[])
     }
 
     /// [`DockerHub::check`] with these environment variables.
     fn check_with_env(&self, extra: &[&str], image: &str, env: &[(&str, &str)]) -> Run {
-        let ca = fixture().ca_file.to_string_lossy().into_owned();
         let mut args = vec![
-            "check",
-            "--output",
-            "json",
-            "--ca-file",
-            ca.as_str(),
             "--metered-registry",
             self.host(),
             "--platform",
@@ -106,7 +92,7 @@ impl DockerHub {
         ];
         args.extend_from_slice(extra);
         args.push(image);
-        crate::support::process::run(&args, env)
+        check_env(&args, env)
     }
 
     /// The requests the real registry logged since `mark`, as `METHOD URI`.

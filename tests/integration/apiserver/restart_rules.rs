@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{
-    ENABLE_LABEL, Out, RELEASE, RELEASE_NS, create, ensure_namespace, env, free_port, get_json,
-    helm_template, job, kubectl, kubectl_ok, present, run, second_webhook, service_account,
+    ENABLE_LABEL, Out, RELEASE, RELEASE_NS, create, dry_run_create, ensure_namespace, env,
+    free_port, get_json, helm_template, job, kubectl, kubectl_ok, present, run, second_webhook,
+    service_account,
 };
 use crate::support::{self, fixture};
 
@@ -95,20 +96,7 @@ fn transient_restart_rules_are_accepted_kept_and_validated_by_the_apiserver() {
         // The same pod spec as a bare Pod (what the Job controller would create).
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": stored["spec"]["template"]["spec"]});
-        let dry: Value = serde_json::from_str(&kubectl_ok(
-            &[
-                "-n",
-                ns,
-                "create",
-                "--dry-run=server",
-                "-o",
-                "json",
-                "-f",
-                "-",
-            ],
-            Some(&pod.to_string()),
-        ))
-        .unwrap();
+        let dry = dry_run_create(ns, &pod);
         assert_eq!(init_restart(&dry, ""), restart_fields(), "{name} pod");
     }
     // Rules without restartPolicy: refused, so the API really validates them.

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{ensure_namespace, free_port, get_json, helm_template, job, kubectl, kubectl_ok};
+use super::{
+    dry_run_create, ensure_namespace, free_port, get_json, helm_template, job, kubectl, kubectl_ok,
+};
 use crate::support::webhook::Webhook;
 use crate::support::{self, process};
 
@@ -448,20 +450,7 @@ fn inject_fail_fast_puts_the_condition_rule_first_and_the_apiserver_keeps_it() {
     let mut reordered: Vec<Value> = rules.as_array().unwrap()[1..].to_vec();
     reordered.push(first.clone());
     last["spec"]["podFailurePolicy"]["rules"] = json!(reordered);
-    let dry: Value = serde_json::from_str(&kubectl_ok(
-        &[
-            "-n",
-            ns,
-            "create",
-            "--dry-run=server",
-            "-o",
-            "json",
-            "-f",
-            "-",
-        ],
-        Some(&last.to_string()),
-    ))
-    .unwrap();
+    let dry = dry_run_create(ns, &last);
     assert_eq!(dry["spec"]["podFailurePolicy"]["rules"], json!(reordered));
 }
 

@@ -183,10 +183,15 @@ pub fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// `pullcheck check --output json --ca-file <test CA> <args…>`.
 pub fn check(args: &[&str]) -> Run {
+    check_env(args, &[])
+}
+
+/// [`check`] with these environment variables set.
+pub fn check_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let ca = super::fixture().ca_file.to_string_lossy().into_owned();
     let mut all = vec!["check", "--output", "json", "--ca-file", ca.as_str()];
     all.extend_from_slice(args);
-    run(&all, &[])
+    run(&all, env)
 }
 
 type Job = (Command, mpsc::Sender<io::Result<Child>>);
