@@ -22,6 +22,9 @@ pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/ser
 /// Connect deadline of every API request.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The largest bearer token file read (a projected ServiceAccount token is ~1 KiB).
+pub(crate) const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+
 /// Where the Kubernetes API is.
 #[derive(Debug, Clone)]
 pub struct ApiServer {
@@ -51,12 +54,12 @@ pub(crate) enum ClusterError {
         url: String,
     },
     /// `--apiserver-ca-file` can't be read as PEM.
-    #[error("--apiserver-ca-file {}: {source}", path.display())]
+    #[error("--apiserver-ca-file {}: {reason}", path.display())]
     CaFile {
         /// The file.
         path: PathBuf,
         /// The read or PEM error.
-        source: rustls::pki_types::pem::Error,
+        reason: String,
     },
     /// `--apiserver-ca-file` holds no certificate.
     #[error("--apiserver-ca-file {}: no certificates found", path.display())]
@@ -69,8 +72,8 @@ pub(crate) enum ClusterError {
     TokenFile {
         /// The file.
         path: PathBuf,
-        /// The I/O failure.
-        source: std::io::Error,
+        /// The I/O failure, or "not a regular file".
+        source: crate::files::FileError,
     },
     /// The HTTP client could not be built.
     #[error("cannot build the API client: {0}")]
@@ -122,11 +125,16 @@ impl ApiClient {
         let mut roots = RootCertStore::empty();
         match &api.ca_file {
             Some(f) => {
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(f)
-                    .and_then(|it| it.collect::<Result<_, _>>())
-                    .map_err(|source| ClusterError::CaFile {
+                let bytes = crate::files::read_capped(f, crate::registry::tls::MAX_CA_FILE_BYTES)
+                    .map_err(|e| ClusterError::CaFile {
+                    path: f.clone(),
+                    reason: e.to_string(),
+                })?;
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| ClusterError::CaFile {
                         path: f.clone(),
-                        source,
+                        reason: e.to_string(),
                     })?;
                 if certs.is_empty() {
                     return Err(ClusterError::NoCertificates { path: f.clone() });
@@ -150,9 +158,11 @@ impl ApiClient {
             .build()
             .map_err(ClusterError::Client)?;
         if let Some(f) = &api.token_file {
-            std::fs::read(f).map_err(|source| ClusterError::TokenFile {
-                path: f.clone(),
-                source,
+            crate::files::read_capped(f, MAX_TOKEN_FILE_BYTES).map_err(|source| {
+                ClusterError::TokenFile {
+                    path: f.clone(),
+                    source,
+                }
             })?;
         }
         Ok(ApiClient {
@@ -183,13 +193,13 @@ impl ApiClient {
             .request(method, url)
             .header(http::header::ACCEPT, "application/json");
         if let Some(f) = &self.token_file {
-            let token = tokio::fs::read_to_string(f)
+            let token = crate::files::read_capped_async(f, MAX_TOKEN_FILE_BYTES)
                 .await
                 .map_err(|source| TokenFileError {
                     file: f.clone(),
                     source: std::sync::Arc::new(source),
                 })?;
-            req = req.bearer_auth(token.trim());
+            req = req.bearer_auth(String::from_utf8_lossy(&token).trim());
         }
         Ok(req)
     }
@@ -201,8 +211,8 @@ impl ApiClient {
 pub(crate) struct TokenFileError {
     /// The file.
     pub file: PathBuf,
-    /// The I/O failure.
-    pub source: std::sync::Arc<std::io::Error>,
+    /// The I/O failure, or "not a regular file".
+    pub source: std::sync::Arc<crate::files::FileError>,
 }
 
 /// An error and its sources, `: `-separated.

@@ -11,6 +11,7 @@ pub(crate) mod apiserver;
 pub mod cli;
 pub mod credentials;
 mod engine;
+pub(crate) mod files;
 pub mod k8s;
 pub mod manifest;
 pub mod platform;

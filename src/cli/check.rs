@@ -163,20 +163,7 @@ async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
 /// regular file (a FIFO would block past every deadline; the downward API writes a
 /// regular file behind a symlink).
 fn read_capped(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    f.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
-    }
-    Ok(text)
+    crate::files::read_capped_text(path, max).map_err(|e| e.to_string())
 }
 
 fn termination_path(flag: Option<&Path>) -> Option<PathBuf> {

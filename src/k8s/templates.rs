@@ -144,6 +144,9 @@ pub(crate) const BUILTIN: &[BuiltinRow] = &[
     ),
 ];
 
+/// The largest `--kinds` file read.
+const MAX_KINDS_FILE_BYTES: u64 = 1024 * 1024;
+
 /// A `--kinds` file that can't be read or doesn't have the expected shape.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplatesError {
@@ -152,8 +155,8 @@ pub enum TemplatesError {
     Read {
         /// The path as given.
         path: String,
-        /// The I/O failure.
-        source: std::io::Error,
+        /// The I/O failure, or "not a regular file".
+        source: crate::files::FileError,
     },
     /// The file is not a YAML list of entries.
     #[error("{path}: {message}; expected a YAML list of {{apiVersion, kind, podTemplatePaths}}")]
@@ -225,10 +228,11 @@ impl Table {
 
     /// Read a `--kinds` file and extend the built-ins with it.
     pub(crate) fn load(path: &str) -> Result<Self, TemplatesError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TemplatesError::Read {
-            path: path.to_string(),
-            source,
-        })?;
+        let text = crate::files::read_capped_text(std::path::Path::new(path), MAX_KINDS_FILE_BYTES)
+            .map_err(|source| TemplatesError::Read {
+                path: path.to_string(),
+                source,
+            })?;
         Self::with_config(path, &text)
     }
 

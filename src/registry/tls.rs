@@ -47,14 +47,18 @@ pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Read a PEM file of certificates; errors name the file and say what to pass instead.
+/// The largest CA bundle read (Debian's whole `ca-certificates.crt` is ~220 KB).
+pub(crate) const MAX_CA_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Read a PEM file of certificates (a regular file of at most [`MAX_CA_FILE_BYTES`]); errors name the file and say what to pass instead.
 pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |m: String| TlsError::CaFile {
         path: path.to_path_buf(),
         message: m,
     };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| err(e.to_string()))?
+    let bytes =
+        crate::files::read_capped(path, MAX_CA_FILE_BYTES).map_err(|e| err(e.to_string()))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<_, _>>()
         .map_err(|e| err(e.to_string()))?;
     if certs.is_empty() {
