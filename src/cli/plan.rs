@@ -64,20 +64,9 @@ pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     Ok(Keychain::new(secrets, docker).with_providers(providers, None))
 }
 
-/// CA files: `--ca-file` values, then `SSL_CERT_FILE`. An `SSL_CERT_FILE` that doesn't
-/// exist is ignored with a warning (an inherited environment often names a host path that a
-/// scratch image doesn't have); a missing `--ca-file` is an error later, naming the file.
+/// CA files: `--ca-file` values, then `SSL_CERT_FILE` ([`crate::registry::tls::ca_files`]).
 pub(crate) fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
-    let mut files = a.registry.ca_file.clone();
-    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        let f = PathBuf::from(f);
-        if f.is_file() {
-            files.push(f);
-        } else {
-            tracing::warn!(path = %f.display(), "SSL_CERT_FILE does not exist; ignored");
-        }
-    }
-    files
+    crate::registry::tls::ca_files(&a.registry.ca_file)
 }
 
 /// The plan for a run: every flag validated, nothing contacted.

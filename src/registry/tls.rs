@@ -47,6 +47,25 @@ pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The CA files every face trusts besides the built-in roots: the `--ca-file` values, then
+/// `SSL_CERT_FILE` (the variable OpenSSL and Go's `crypto/x509` honour, which people set in
+/// pods to add a private CA). One rule for check, scan, explain, the webhook and the watch.
+/// An `SSL_CERT_FILE` that doesn't exist is ignored with a warning (an inherited environment
+/// often names a host path that a scratch image doesn't have); a missing `--ca-file` is an
+/// error later, naming the file.
+pub(crate) fn ca_files(flags: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut files = flags.to_vec();
+    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        let f = std::path::PathBuf::from(f);
+        if f.exists() {
+            files.push(f);
+        } else {
+            tracing::warn!(path = %f.display(), "SSL_CERT_FILE does not exist; ignored");
+        }
+    }
+    files
+}
+
 /// The largest CA bundle read (Debian's whole `ca-certificates.crt` is ~220 KB).
 pub(crate) const MAX_CA_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
