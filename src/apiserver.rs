@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use url::Url;
 
 /// The in-cluster ServiceAccount directory.
@@ -112,7 +110,7 @@ pub(crate) struct ApiClient {
 impl ApiClient {
     /// A client for `api`; errors name the flag or file.
     pub(crate) fn new(api: &ApiServer) -> Result<ApiClient, ClusterError> {
-        crate::registry::tls::install_crypto_provider();
+        crate::pem::install_crypto_provider();
         let base = Url::parse(&api.url).map_err(|source| ClusterError::Url {
             url: api.url.clone(),
             source,
@@ -125,20 +123,13 @@ impl ApiClient {
         let mut roots = RootCertStore::empty();
         match &api.ca_file {
             Some(f) => {
-                let bytes = crate::files::read_capped(f, crate::registry::tls::MAX_CA_FILE_BYTES)
-                    .map_err(|e| ClusterError::CaFile {
-                    path: f.clone(),
-                    reason: e.to_string(),
-                })?;
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| ClusterError::CaFile {
+                let certs = crate::pem::certificates(f).map_err(|e| match e {
+                    crate::pem::PemError::Empty => ClusterError::NoCertificates { path: f.clone() },
+                    e => ClusterError::CaFile {
                         path: f.clone(),
                         reason: e.to_string(),
-                    })?;
-                if certs.is_empty() {
-                    return Err(ClusterError::NoCertificates { path: f.clone() });
-                }
+                    },
+                })?;
                 roots.add_parsable_certificates(certs);
             }
             None => {

@@ -14,6 +14,7 @@ mod engine;
 pub(crate) mod files;
 pub mod k8s;
 pub mod manifest;
+pub(crate) mod pem;
 pub mod platform;
 pub mod reference;
 pub mod registry;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::guard::{Classes, Guard};
@@ -42,10 +42,7 @@ pub(crate) enum TlsError {
     Client(String),
 }
 
-/// Install the ring crypto provider once per process (reqwest is built without one).
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub(crate) use crate::pem::install_crypto_provider;
 
 /// The CA files every face trusts besides the built-in roots: the `--ca-file` values, then
 /// `SSL_CERT_FILE` (the variable OpenSSL and Go's `crypto/x509` honour, which people set in
@@ -66,24 +63,13 @@ pub(crate) fn ca_files(flags: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> 
     files
 }
 
-/// The largest CA bundle read (Debian's whole `ca-certificates.crt` is ~220 KB).
-pub(crate) const MAX_CA_FILE_BYTES: u64 = 8 * 1024 * 1024;
-
-/// Read a PEM file of certificates (a regular file of at most [`MAX_CA_FILE_BYTES`]); errors name the file and say what to pass instead.
+/// Read a PEM file of certificates ([`crate::pem::certificates`]); errors name the file and
+/// say what to pass instead.
 pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let err = |m: String| TlsError::CaFile {
+    crate::pem::certificates(path).map_err(|e| TlsError::CaFile {
         path: path.to_path_buf(),
-        message: m,
-    };
-    let bytes =
-        crate::files::read_capped(path, MAX_CA_FILE_BYTES).map_err(|e| err(e.to_string()))?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<_, _>>()
-        .map_err(|e| err(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(err("no certificates found".into()));
-    }
-    Ok(certs)
+        message: e.to_string(),
+    })
 }
 
 /// Builds and caches HTTP clients per [`TlsProfile`].

@@ -241,7 +241,7 @@ pub(crate) async fn shutdown_signal() {
 /// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
 /// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
 pub(crate) async fn serve(state: Shared) -> Result<(), ServeError> {
-    crate::registry::tls::install_crypto_provider();
+    crate::pem::install_crypto_provider();
     let pair = read_pair(&state).await?;
     let tls = RustlsConfig::from_pem(pair.0.clone(), pair.1.clone())
         .await

@@ -19,6 +19,7 @@ mod inject;
 mod input_files;
 mod k8s_examples;
 mod kubectl_plugin;
+mod layers;
 mod lint;
 mod metered;
 mod mirrors_explain;
