@@ -17,6 +17,7 @@
 //! `Attempt`); the best one becomes the [`Outcome`].
 
 pub(crate) mod classify;
+mod host_loop;
 mod outcome;
 mod plan;
 mod resolution;
@@ -246,8 +247,9 @@ impl Engine {
         out
     }
 
-    /// containerd's host loop for one credential: 404 → next host; the most severe error
-    /// wins at the end (other errors over not-found).
+    /// containerd's host loop for one credential: hosts in order until one resolves the tag
+    /// (that host's attempt is the answer, platform step included); when none does, the
+    /// failure the node's runtime would report ([`host_loop::NodeRuntime::replaces`]).
     async fn try_routes(
         &self,
         plan: &Resolution,
@@ -261,24 +263,26 @@ impl Engine {
             credential,
             deadline,
         };
-        let mut last: Option<Attempt> = None;
+        let runtime = host_loop::NodeRuntime::default();
+        let mut kept: Option<Attempt> = None;
         for route in plan.used_routes() {
             let attempt = resolver.on(route, &plan.platform).await;
-            if attempt.verdict == Verdict::Pullable {
+            if attempt.verdict == Verdict::Pullable || attempt.digest.is_some() {
                 return attempt;
             }
-            last = Some(match last {
-                Some(prev)
-                    if prev.verdict != Verdict::NotFound
-                        && attempt.verdict == Verdict::NotFound =>
-                {
-                    prev
-                }
+            kept = Some(match kept {
+                Some(prev) if !runtime.replaces(failure_of(&prev), failure_of(&attempt)) => prev,
                 _ => attempt,
             });
         }
-        last.expect("a plan has at least one used route")
+        kept.expect("a plan has at least one used route")
     }
+}
+
+/// An unresolved attempt's failure class; one that ended before a request (a deadline) ranks
+/// as an error of the request.
+fn failure_of(a: &Attempt) -> host_loop::HostFailure {
+    a.host_failure.unwrap_or(host_loop::HostFailure::Error)
 }
 
 /// What the kubelet on a node would have that this check did not: node credential
