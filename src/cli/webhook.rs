@@ -314,7 +314,8 @@ impl WebhookArgs {
         let cluster_platforms = platforms
             .iter()
             .map(|p| {
-                Platform::parse(p).map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
+                Platform::parse_flag(p)
+                    .map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let concurrency = super::args::concurrency(self.concurrency)?;
