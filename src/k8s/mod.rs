@@ -57,6 +57,35 @@ pub(crate) fn not_an_object(v: &serde_json::Value) -> Option<&'static str> {
     }
 }
 
+/// True for a `v1 List`, what `kubectl get … -o yaml` prints for several objects: a wrapper
+/// whose `items` are the objects. Every command reads it through this test and
+/// [`objects`] (kubectl's resource builder flattens it the same way, `FlattenListVisitor`
+/// in `k8s.io/cli-runtime/pkg/resource/visitor.go`).
+pub(crate) fn is_list(v: &serde_json::Value) -> bool {
+    v.get("apiVersion").and_then(serde_json::Value::as_str) == Some("v1")
+        && v.get("kind").and_then(serde_json::Value::as_str) == Some("List")
+}
+
+/// The objects one document stands for, each with its JSON pointer in the document: the
+/// document itself (`""`), or the items of a [`is_list`] List (`/items/0`, …; Lists inside
+/// Lists flattened), in order.
+pub(crate) fn objects(doc: &serde_json::Value) -> Vec<(String, &serde_json::Value)> {
+    if !is_list(doc) {
+        return vec![(String::new(), doc)];
+    }
+    let items = doc.get("items").and_then(serde_json::Value::as_array);
+    items
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, item)| {
+            objects(item)
+                .into_iter()
+                .map(move |(p, o)| (format!("/items/{i}{p}"), o))
+        })
+        .collect()
+}
+
 /// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
 pub const CONTAINER_NAME: &str = "pullcheck";
 
