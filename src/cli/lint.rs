@@ -38,7 +38,13 @@ a finding (unknown-kind-with-images) unless --ignore-unknown-kinds."
     pub filename: Vec<PathBuf>,
 
     /// Read the directories given to -f recursively.
-    #[arg(short = 'R', long = "recursive", help_heading = "Input")]
+    #[arg(
+        short = 'R',
+        long = "recursive",
+        help_heading = "Input",
+        long_help = "Also read the subdirectories of every directory given to -f, in name \
+order, as kubectl -R does."
+    )]
     pub recursive: bool,
 
     /// No finding for objects of unknown kinds that hold images.

@@ -36,7 +36,13 @@ images with imagePullPolicy: Never are skipped, as the kubelet never pulls them.
     pub filename: Vec<PathBuf>,
 
     /// Read the directories given to -f recursively.
-    #[arg(short = 'R', long = "recursive", help_heading = "Input")]
+    #[arg(
+        short = 'R',
+        long = "recursive",
+        help_heading = "Input",
+        long_help = "Also read the subdirectories of every directory given to -f, in name \
+order, as kubectl -R does."
+    )]
     pub recursive: bool,
 
     /// Extra kind → pod-template-path table (YAML).

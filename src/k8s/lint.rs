@@ -146,11 +146,12 @@ fn lint_one(obj: &Value, table: &Table) -> Vec<Finding> {
     }
     if table.lookup(obj).is_none() {
         // Reported: a strict lint that passed it would pass images nobody looked at.
-        if let Some(what) = super::templates::unknown_workload(obj, table) {
+        if let Some(holds) = super::templates::unknown_kind_holds(obj, table) {
+            let kind = super::templates::unknown_kind(obj);
             cx.push(
                 rule::UNKNOWN_KIND,
                 "/kind",
-                format!("{what}: add it with --kinds"),
+                format!("{kind} {holds}: its images are not checked; add it with --kinds"),
             );
         }
         return cx.out;

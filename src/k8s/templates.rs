@@ -389,20 +389,36 @@ fn holds_images(obj: &Value) -> Option<Holds> {
     found
 }
 
-/// For an object of a kind `table` lacks that holds containers or an `image` field: the
-/// words saying so (callers add what they did about it). Such an object's images would
+/// For an object of a kind `table` lacks that holds containers or an `image` field: what it
+/// holds, in words (`holds containers`, `has an image field`). Such an object's images would
 /// otherwise go unchecked in silence; one with neither (a ConfigMap, a Service) is `None`.
-pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
+pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static str> {
     if table.lookup(obj).is_some() {
         return None;
     }
-    let what = match holds_images(obj)? {
-        Holds::Containers => "holds containers pullcheck doesn't know where to find",
-        Holds::ImageField => "has an image field pullcheck doesn't know how to read",
-    };
+    Some(match holds_images(obj)? {
+        Holds::Containers => "holds containers",
+        Holds::ImageField => "has an image field",
+    })
+}
+
+/// `unknown kind API KIND`, the start of every message about such an object.
+pub(crate) fn unknown_kind(obj: &Value) -> String {
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
-    Some(format!("unknown kind {api} {kind} {what}"))
+    format!("unknown kind {api} {kind}")
+}
+
+/// The sentence `scan` and `inject` say about an object [`unknown_kind_holds`] finds
+/// (callers add what they did about it).
+pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
+    let holds = unknown_kind_holds(obj, table)?;
+    let how = if holds == "holds containers" {
+        "pullcheck doesn't know where to find"
+    } else {
+        "pullcheck doesn't know how to read"
+    };
+    Some(format!("{} {holds} {how}", unknown_kind(obj)))
 }
 
 /// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.

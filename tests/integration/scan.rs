@@ -87,11 +87,12 @@ fn scan_checks_each_image_once_and_reports_where_it_is_used() {
             (format!("{a}/oci/app:v1-typo"), "not_found".to_string()),
         ]
     );
+    let shown = file.to_str().unwrap();
     assert_eq!(
         j["images"][0]["uses"],
         serde_json::json!([
-            {"document": 1, "kind": "Job", "name": "train", "container": "fetch"},
-            {"document": 2, "kind": "CronJob", "name": "nightly", "container": "main"},
+            {"file": shown, "document": 1, "kind": "Job", "name": "train", "container": "fetch"},
+            {"file": shown, "document": 2, "kind": "CronJob", "name": "nightly", "container": "main"},
         ])
     );
 }
@@ -175,6 +176,6 @@ fn scan_text_is_singular_for_one_and_names_a_place_once() {
     let r = run(&args, &[]);
     assert_eq!(
         r.image(0)["uses"],
-        serde_json::json!([{"document": 1, "kind": "PyTorchJob", "name": "resnet", "container": "pytorch"}])
+        serde_json::json!([{"file": file, "document": 1, "kind": "PyTorchJob", "name": "resnet", "container": "pytorch"}])
     );
 }

@@ -89,23 +89,61 @@ fn documents_that_are_no_objects_are_named_and_fail_strict_lint() {
 }
 
 #[test]
-fn scan_says_when_a_workload_of_an_unknown_kind_goes_unchecked() {
+fn scan_refuses_a_workload_of_an_unknown_kind_unless_told() {
     let dir = temp_dir();
     let path = dir.path().join("deploy.yaml");
     std::fs::write(
         &path,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'r.example/a:1'}]\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {image: 'r.example/a:1'}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'r.example/a:1'}]\n",
     )
     .unwrap();
     let file = path.to_str().unwrap();
     let r = run(&["scan", "-f", file], &[]);
+    r.assert_code(2);
+    assert_eq!(r.stdout, "");
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: {file}: document 2: unknown kind apps/v1 Deployment holds containers pullcheck doesn't know where to find: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds\n"
+        )
+    );
+    let r = run(&["scan", "--ignore-unknown-kinds", "-f", file], &[]);
     r.assert_code(0);
     assert_eq!(
         r.stderr,
         format!(
-            "pullcheck: warning: {file}: document 2: unknown kind apps/v1 Deployment holds containers pullcheck doesn't know where to find: not scanned (add it with --kinds)\n"
+            "pullcheck: warning: {file}: document 2: unknown kind apps/v1 Deployment holds containers pullcheck doesn't know where to find: not scanned (--ignore-unknown-kinds)\n"
         )
     );
+    assert_eq!(
+        r.stdout,
+        "scanned 2 documents, 0 images: 0 pullable, 0 not (exit 0)\n"
+    );
+    // A --kinds row says where to look: the image is checked (and is invalid here).
+    let kinds = dir.path().join("kinds.yaml");
+    std::fs::write(
+        &kinds,
+        "- {apiVersion: apps/v1, kind: Deployment, podTemplatePaths: [spec.template]}\n",
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'Bad Image'}]\n",
+    )
+    .unwrap();
+    let r = run(
+        &[
+            "scan",
+            "--kinds",
+            kinds.to_str().unwrap(),
+            "-f",
+            bad.to_str().unwrap(),
+        ],
+        &[],
+    );
+    r.assert_code(10);
+    assert_eq!(r.stderr, "");
 }
 
 #[test]
