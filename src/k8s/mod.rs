@@ -174,6 +174,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_list_stands_for_its_items_nested_lists_flattened() {
+        let job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job"});
+        let inner = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [job]});
+        let doc = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [job, inner]});
+        let got: Vec<(String, &serde_json::Value)> = objects(&doc);
+        assert_eq!(
+            got,
+            vec![
+                ("/items/0".to_string(), &job),
+                ("/items/1/items/0".to_string(), &job)
+            ]
+        );
+        assert_eq!(objects(&job), vec![(String::new(), &job)]);
+        // Only core v1's List is a wrapper; a CRD kind named List is an object.
+        let other =
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "List", "items": [job]});
+        assert_eq!(objects(&other), vec![(String::new(), &other)]);
+    }
+
+    #[test]
+    fn unknown_kinds_with_containers_or_image_fields() {
+        let table = templates::Table::builtin();
+        let holds = |v: serde_json::Value| templates::unknown_kind_holds(&v, &table);
+        assert_eq!(
+            holds(
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}})
+            ),
+            Some("holds containers")
+        );
+        assert_eq!(
+            holds(
+                serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "spec": {"trainer": {"image": "x"}}})
+            ),
+            Some("has an image field")
+        );
+        // Opaque data, annotations, non-string image values and known kinds are not it.
+        for v in [
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"image": "x"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"image": "x"}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "W",
+                "metadata": {"annotations": {"image": "x"}}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "W",
+                "spec": {"image": {"repository": "x"}}}),
+            serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "spec": {"template": {"spec": {"containers": []}}}}),
+        ] {
+            assert_eq!(holds(v.clone()), None, "{v}");
+        }
+    }
+
+    #[test]
     fn kubernetes_versions() {
         let v = |t| KubernetesVersion::parse(t);
         assert_eq!(
