@@ -128,7 +128,9 @@ Off by default: token-mode providers then give \"assumed, not verified\"."
         long_help = "A platform of the cluster's nodes (repeatable; default linux/amd64 and \
 linux/arm64). The node is unknown at admission, so an index passes when it has an entry for \
 at least one of them; a pod template pinning kubernetes.io/arch (nodeSelector or required node \
-affinity) or kubernetes.io/os narrows the list."
+affinity) or kubernetes.io/os narrows the list. An OS or architecture outside Go's GOOS/GOARCH \
+lists (and containerd's aliases x86_64, aarch64, armhf, i386) is a usage error naming the close \
+match."
     )]
     pub cluster_platform: Vec<String>,
 
