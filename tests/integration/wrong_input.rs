@@ -280,6 +280,20 @@ fn a_platform_flag_typo_is_a_usage_error_with_the_close_match() {
         r.stderr,
         "pullcheck: --platform linux/amd: invalid platform \"linux/amd\": unknown architecture \"amd\" (did you mean linux/amd64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
     );
+    // What inject hands to the init container's `check` is checked now, not in every pod.
+    let dir = temp_dir();
+    let job = dir.path().join("job.yaml");
+    std::fs::write(&job, JOB).unwrap();
+    let job = job.to_str().unwrap();
+    let r = run(
+        &["inject", "--check-arg=--platform=linux/amd", "-f", job],
+        &[],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: --check-arg: --platform linux/amd: invalid platform \"linux/amd\": unknown architecture \"amd\" (did you mean linux/amd64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
+    );
     // The chart's clusterPlatforms values arrive as --cluster-platform; checked before the
     // TLS files are read.
     let r = run(
