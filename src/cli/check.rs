@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::args::{Output, ResolveArgs};
-use super::input::{read_capped, read_references};
+use super::input::{read_capped, read_references, stdin_at_most_once};
 use super::{CliError, UsageError};
 use crate::engine::Engine;
 use crate::report::{json, termination, text};
@@ -93,11 +93,7 @@ pub(crate) async fn run(mut a: CheckArgs) -> Result<u8, CliError> {
         )
         .into());
     }
-    if a.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
-        return Err(
-            UsageError("-f - given more than once: stdin can be read only once".into()).into(),
-        );
-    }
+    stdin_at_most_once(&a.files)?;
     for f in &a.files {
         a.images.extend(read_references(f)?);
     }

@@ -120,12 +120,8 @@ pub(crate) fn manifest_paths(
         }
         Ok(())
     }
+    stdin_at_most_once(given)?;
     let mut out = Vec::new();
-    if given.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
-        return Err(UsageError(
-            "-f - given more than once: stdin can be read only once".into(),
-        ));
-    }
     for path in given {
         if path.as_os_str() != "-" && path.is_dir() {
             let before = out.len();
@@ -146,6 +142,16 @@ pub(crate) fn manifest_paths(
         }
     }
     Ok(out)
+}
+
+/// `-f -` may appear once in a `-f` list: stdin can be read only once.
+pub(crate) fn stdin_at_most_once(given: &[PathBuf]) -> Result<(), UsageError> {
+    if given.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        return Err(UsageError(
+            "-f - given more than once: stdin can be read only once".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Read every manifest file of a `-f` list ([`manifest_paths`]). A file named on the

@@ -205,3 +205,21 @@ impl Plan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_started_names_the_deadline_and_the_flags_that_move_it() {
+        assert_eq!(
+            DeadlineOwner::Timeout.not_started(Duration::from_secs(2)),
+            "not checked: the 2 s deadline (--timeout) passed before its turn; raise --timeout or --concurrency"
+        );
+        assert_eq!(
+            DeadlineOwner::WebhookBudget.not_started(Duration::from_millis(2500)),
+            "not checked: the 2.5 s budget (--budget) passed before its turn; raise --budget or --concurrency"
+        );
+        assert_eq!(seconds(Duration::from_millis(125)), "0.125");
+    }
+}
