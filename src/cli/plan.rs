@@ -8,7 +8,7 @@ use super::UsageError;
 use super::args::{ResolveArgs, concurrency};
 use crate::credentials::{Keychain, UserAuth, load_pull_secrets};
 use crate::engine::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
+    DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, DeadlineOwner, Plan,
     PlatformPolicy, ProviderIdentity,
 };
 use crate::platform::Platform;
@@ -30,7 +30,7 @@ pub(super) fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageErr
 pub(crate) fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError> {
     match flag {
         Some("any") => Ok(PlatformPolicy::Any),
-        Some(p) => Platform::parse(p)
+        Some(p) => Platform::parse_flag(p)
             .map(|p| PlatformPolicy::AnyOf(vec![p]))
             .map_err(|e| UsageError(format!("--platform {p}: {e}"))),
         None => Ok(PlatformPolicy::AnyOf(vec![Platform::host()])),
@@ -88,7 +88,7 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
         provider_identity: ProviderIdentity::Caller,
         concurrency,
         timeout,
-        deadline_message: DEADLINE_TIMEOUT,
+        deadline_owner: DeadlineOwner::Timeout,
     })
 }
 

@@ -23,10 +23,10 @@ mod plan;
 mod resolution;
 mod resolve;
 
-pub(crate) use outcome::{Outcome, PlatformResult};
+pub(crate) use outcome::{NotChecked, Outcome, PlatformResult};
 pub(crate) use plan::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES,
-    DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy, ProviderIdentity,
+    DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS,
+    DeadlineOwner, MeteredGet, Plan, PlatformPolicy, ProviderIdentity,
 };
 pub(crate) use resolution::{PlanError, PlatformCheck, Resolution, SkipReason};
 
@@ -153,7 +153,11 @@ impl Engine {
         .await
         {
             Ok(o) => o,
-            Err(_) => Outcome::new(image, Verdict::Transient, self.plan.deadline_message.into()),
+            Err(_) => Outcome::new(
+                image,
+                Verdict::Transient,
+                self.plan.deadline_owner.unresolved().into(),
+            ),
         };
         out.elapsed_ms = started.elapsed().as_millis() as u64;
         out
@@ -197,6 +201,15 @@ impl Engine {
                 };
             }
         };
+        // Everything above is offline. Past the deadline nothing more is tried: a request
+        // sent now could only time out at once, and would be reported as the registry's.
+        if Instant::now() >= deadline {
+            return Outcome {
+                detail: self.plan.deadline_owner.not_started(self.plan.timeout),
+                not_checked: Some(NotChecked::Deadline),
+                ..base
+            };
+        }
         let found = keychain.lookup(&reference.name(), reference.domain()).await;
         let credentials = found.credentials;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
