@@ -249,6 +249,32 @@ server = \"http://{host}\""
     assert!(took < Duration::from_secs(1), "retried: took {took:?}");
 }
 
+/// `--insecure-registry 127.0.0.1` for a registry on `127.0.0.1:PORT` does not apply (the
+/// port is part of the name), and the verdict's detail says so.
+#[test]
+fn an_insecure_registry_without_the_port_is_named_as_the_reason() {
+    let f = fixture();
+    let host = f.anon.host.clone();
+    let bare = host.split(':').next().unwrap().to_string();
+    let image = f.images.oci_manifest.reference(&f.anon);
+    let r = run(&["check", "--insecure-registry", &bare, &image], &[]);
+    r.assert_code(20);
+    assert_eq!(
+        r.stdout
+            .split_once("ms: ")
+            .map(|(_, d)| d.trim_end())
+            .unwrap_or_default(),
+        format!(
+            "GET https://{host}/v2/oci/app/manifests/v1: {host} answered HTTPS with plain HTTP; \
+if it serves plain HTTP, pass --insecure-registry {host} or give it a hosts.toml with \
+server = \"http://{host}\"; --insecure-registry {bare} does not cover {host}: the port is \
+part of the registry's name"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn an_https_registry_addressed_as_plain_http_is_not_a_false_not_found() {
     // distribution's TLS listener answers a plain-HTTP request with Go's bare 400
