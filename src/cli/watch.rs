@@ -97,9 +97,22 @@ registries with mirrors here, not_found, denied and unauthenticated are only rep
         long,
         help_heading = "Output",
         long_help = "List the Pending pods once, apply the decision table to each failing pull \
-and print the result (exit 0); nothing is changed. A one-shot report of a cluster."
+and print the result (exit 0, or with --exit-code non-zero when it would act); nothing is \
+changed. A one-shot report of a cluster."
     )]
     pub once: bool,
+
+    /// With --once: exit non-zero when the watch would act on a pod.
+    #[arg(
+        long = "exit-code",
+        requires = "once",
+        help_heading = "Output",
+        long_help = "With --once, exit with the code check gives the verdicts of the pods the \
+watch would mark and delete: the lowest of 11-14 among them (20 for a transient failure past \
+--transient-grace), 0 when it would act on none. Pods it would only report (no Job owner, \
+transient within the grace) don't count. Like git diff --exit-code, for scripts."
+    )]
+    pub exit_code: bool,
 
     /// Output format of --once, on stdout.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
@@ -252,8 +265,12 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
             Output::Json => crate::watch::report_json(&report),
             Output::Text => crate::watch::report_text(&report),
         };
-        super::print(&text)?;
-        return Ok(crate::verdict::code::OK);
+        let code = if a.exit_code {
+            crate::watch::once_exit_code(&report)
+        } else {
+            crate::verdict::code::OK
+        };
+        return super::print_result(&text, code);
     }
     crate::watch::serve(api, settings, a.listen)
         .await
