@@ -89,7 +89,11 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("pullcheck: {e}");
-            return Ok(crate::verdict::Verdict::InvalidReference.exit_code());
+            let code = crate::verdict::Verdict::InvalidReference.exit_code();
+            if a.output == Output::Json {
+                return super::print_result(&super::json_error(code, &e.to_string()), code);
+            }
+            return Ok(code);
         }
     };
     let plan = super::plan::plan(&a.resolve)?;
