@@ -56,6 +56,7 @@ Examples:
 const WATCH_EXAMPLES: &str = "\
 Examples:
   pullcheck watch --once                     # what it would do now, in a table
+  pullcheck watch --once --exit-code         # non-zero (11-14, 20) when it would act
   pullcheck watch --dry-run                  # run, log, count; change nothing
   pullcheck watch --namespace-label pullcheck.io/enabled=true --transient-grace 600
   helm upgrade pullcheck charts/pullcheck --set watch.enabled=true";
