@@ -252,13 +252,18 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         let report = match crate::watch::once(&api, &settings).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("pullcheck: {}", api_hint(&e, token_file.as_deref()));
+                let line = api_hint(&e, token_file.as_deref());
+                eprintln!("pullcheck: {line}");
                 // A refused token or a missing permission is the caller's to fix (usage);
                 // an API server that doesn't answer may answer later (transient).
-                return Ok(match e.status() {
+                let code = match e.status() {
                     Some(_) => crate::verdict::code::USAGE,
                     None => crate::verdict::Verdict::Transient.exit_code(),
-                });
+                };
+                if a.output == Output::Json {
+                    return super::print_result(&super::json_error(code, &line), code);
+                }
+                return Ok(code);
             }
         };
         let text = match a.output {

@@ -78,6 +78,28 @@ or drop the ':' to pull trainer:latest",
         // The one line on stderr is still there for a person.
         assert!(r.stderr.contains(error), "{args:?}: {}", r.stderr);
     }
+    // watch --once with an API server that doesn't answer: transient, still a document.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let api = format!("https://127.0.0.1:{port}");
+    let r = run(&["watch", "--once", "-o", "json", "--apiserver", &api], &[]);
+    r.assert_code(20);
+    let j = r.json();
+    assert_eq!(
+        (j["schema_version"].clone(), j["exit_code"].clone()),
+        (serde_json::json!(1), serde_json::json!(20))
+    );
+    let error = j["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "LIST /api/v1/pods: error sending request for url ({api}/api/v1/pods?"
+        )),
+        "{error}"
+    );
+    assert_eq!(r.stderr, format!("pullcheck: {error}\n"));
     // Text output keeps stdout empty.
     let r = run(&["check", "--timeout", "0", "busybox"], &[]);
     r.assert_code(2);
