@@ -255,10 +255,13 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
                 let line = api_hint(&e, token_file.as_deref());
                 eprintln!("pullcheck: {line}");
                 // A refused token or a missing permission is the caller's to fix (usage);
-                // an API server that doesn't answer may answer later (transient).
+                // an API server that doesn't answer, or answers "later" (429, 5xx), may
+                // answer later (transient).
                 let code = match e.status() {
-                    Some(_) => crate::verdict::code::USAGE,
-                    None => crate::verdict::Verdict::Transient.exit_code(),
+                    Some(s) if !crate::apiserver::is_retryable_status(s) => {
+                        crate::verdict::code::USAGE
+                    }
+                    _ => crate::verdict::Verdict::Transient.exit_code(),
                 };
                 if a.output == Output::Json {
                     return super::print_result(&super::json_error(code, &line), code);
