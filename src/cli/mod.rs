@@ -31,7 +31,8 @@ Examples:
       --image-credential-provider-bin-dir /etc/eks/image-credential-provider \\
       123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app:v1
   PROGRAM scan -f job.yaml
-  PROGRAM inject --fail-fast -f job.yaml | kubectl apply -f -
+  PROGRAM inject --fail-fast --image registry.example.com/pullcheck@sha256:… -f job.yaml | kubectl apply -f -
+  PROGRAM inject --remove -f cronjob.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml
   PROGRAM watch --once -o json
   PROGRAM completion bash > /etc/bash_completion.d/pullcheck";
