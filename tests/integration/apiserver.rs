@@ -161,6 +161,8 @@ fn get_json(args: &[&str]) -> Value {
 }
 
 /// `helm template` of the chart (release RELEASE unless `--name` style args override).
+/// The chart has no default image (`image.repository` is required); no pod of the chart
+/// runs on a node here, so a name that is never pulled does (`args` may override it).
 fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
     let chart = format!("{}/charts/pullcheck", repo());
     let mut a = vec![
@@ -169,6 +171,8 @@ fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
         chart.as_str(),
         "--namespace",
         namespace,
+        "--set",
+        "image.repository=registry.example.com/mirror/pullcheck",
     ];
     a.extend_from_slice(args);
     let o = run("helm", &a, None);
