@@ -120,3 +120,56 @@ fn remove_takes_no_injection_flags() {
         "{err}"
     );
 }
+
+/// docs/webhook.md "Uninstall": the kubectl + jq line listing the objects that still carry
+/// pullcheck's init container, its filter run on a List like `kubectl get -o json` returns
+/// (the injected examples, a plain Job, a user's own init container).
+#[test]
+fn the_documented_listing_finds_exactly_the_injected_objects() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/webhook.md"))
+            .unwrap();
+    let line = docs
+        .lines()
+        .find(|l| l.trim_start().starts_with("| jq -r '"))
+        .expect("the jq line in docs/webhook.md");
+    let filter = line
+        .trim_start()
+        .strip_prefix("| jq -r '")
+        .and_then(|f| f.strip_suffix('\''))
+        .unwrap();
+    let mut items = Vec::new();
+    for name in ["cronjob", "jobset", "pytorchjob", "job-backoff-limit-0"] {
+        let file = if name == "job-backoff-limit-0" {
+            format!("{name}.yaml")
+        } else {
+            format!("{name}.injected.yaml")
+        };
+        let mut v = parse_documents(&example(&file)).unwrap().remove(0).value;
+        v["metadata"]["namespace"] = serde_json::json!("ml");
+        items.push(v);
+    }
+    // A user's init container of another name is not pullcheck's.
+    let mut own = items[3].clone();
+    own["metadata"]["name"] = serde_json::json!("own-init");
+    own["spec"]["template"]["spec"]["initContainers"] =
+        serde_json::json!([{"name": "pullcheck-setup", "image": "busybox:1"}]);
+    items.push(own);
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let out = output(
+        std::process::Command::new("jq").args(["-r", filter]),
+        Some(list.to_string().as_bytes()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = "registry.example.com/mirror/pullcheck:0.1.0@sha256:d567c976667703decd261c22c94eed5e4ddbbcb07cf71cb9b06261c277e5849d";
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "CronJob\tml/nightly-report\t{image}\nJobSet\tml/llm-pretrain\t{image}\nPyTorchJob\tml/resnet\t{image}\n"
+        )
+    );
+}
