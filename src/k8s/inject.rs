@@ -27,7 +27,7 @@ pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodie
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// The variable naming that file to `check` (its `--index-bodies`).
 pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
-/// Every pod-template volume pullcheck writes: what `inject --remove` ([`super::remove`])
+/// Every pod-template volume pullcheck writes: what `inject --remove` (`k8s/remove.rs`)
 /// takes out with the init container. A new one is added here, in one line.
 pub(crate) const OWNED_VOLUMES: &[&str] = &[VOLUME_NAME, INDEX_BODIES_VOLUME];
 /// Every pod-template annotation pullcheck writes (removed like [`OWNED_VOLUMES`]).
