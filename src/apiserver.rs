@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use url::Url;
 
 /// The in-cluster ServiceAccount directory.
@@ -21,6 +19,9 @@ pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/ser
 
 /// Connect deadline of every API request.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The largest bearer token file read (a projected ServiceAccount token is ~1 KiB).
+pub(crate) const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
 
 /// Where the Kubernetes API is.
 #[derive(Debug, Clone)]
@@ -51,12 +52,12 @@ pub(crate) enum ClusterError {
         url: String,
     },
     /// `--apiserver-ca-file` can't be read as PEM.
-    #[error("--apiserver-ca-file {}: {source}", path.display())]
+    #[error("--apiserver-ca-file {}: {reason}", path.display())]
     CaFile {
         /// The file.
         path: PathBuf,
         /// The read or PEM error.
-        source: rustls::pki_types::pem::Error,
+        reason: String,
     },
     /// `--apiserver-ca-file` holds no certificate.
     #[error("--apiserver-ca-file {}: no certificates found", path.display())]
@@ -69,8 +70,8 @@ pub(crate) enum ClusterError {
     TokenFile {
         /// The file.
         path: PathBuf,
-        /// The I/O failure.
-        source: std::io::Error,
+        /// The I/O failure, or "not a regular file".
+        source: crate::files::FileError,
     },
     /// The HTTP client could not be built.
     #[error("cannot build the API client: {0}")]
@@ -109,7 +110,7 @@ pub(crate) struct ApiClient {
 impl ApiClient {
     /// A client for `api`; errors name the flag or file.
     pub(crate) fn new(api: &ApiServer) -> Result<ApiClient, ClusterError> {
-        crate::registry::tls::install_crypto_provider();
+        crate::pem::install_crypto_provider();
         let base = Url::parse(&api.url).map_err(|source| ClusterError::Url {
             url: api.url.clone(),
             source,
@@ -122,15 +123,13 @@ impl ApiClient {
         let mut roots = RootCertStore::empty();
         match &api.ca_file {
             Some(f) => {
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(f)
-                    .and_then(|it| it.collect::<Result<_, _>>())
-                    .map_err(|source| ClusterError::CaFile {
+                let certs = crate::pem::certificates(f).map_err(|e| match e {
+                    crate::pem::PemError::Empty => ClusterError::NoCertificates { path: f.clone() },
+                    e => ClusterError::CaFile {
                         path: f.clone(),
-                        source,
-                    })?;
-                if certs.is_empty() {
-                    return Err(ClusterError::NoCertificates { path: f.clone() });
-                }
+                        reason: e.to_string(),
+                    },
+                })?;
                 roots.add_parsable_certificates(certs);
             }
             None => {
@@ -150,9 +149,11 @@ impl ApiClient {
             .build()
             .map_err(ClusterError::Client)?;
         if let Some(f) = &api.token_file {
-            std::fs::read(f).map_err(|source| ClusterError::TokenFile {
-                path: f.clone(),
-                source,
+            crate::files::read_capped(f, MAX_TOKEN_FILE_BYTES).map_err(|source| {
+                ClusterError::TokenFile {
+                    path: f.clone(),
+                    source,
+                }
             })?;
         }
         Ok(ApiClient {
@@ -183,13 +184,13 @@ impl ApiClient {
             .request(method, url)
             .header(http::header::ACCEPT, "application/json");
         if let Some(f) = &self.token_file {
-            let token = tokio::fs::read_to_string(f)
+            let token = crate::files::read_capped_async(f, MAX_TOKEN_FILE_BYTES)
                 .await
                 .map_err(|source| TokenFileError {
                     file: f.clone(),
                     source: std::sync::Arc::new(source),
                 })?;
-            req = req.bearer_auth(token.trim());
+            req = req.bearer_auth(String::from_utf8_lossy(&token).trim());
         }
         Ok(req)
     }
@@ -201,8 +202,8 @@ impl ApiClient {
 pub(crate) struct TokenFileError {
     /// The file.
     pub file: PathBuf,
-    /// The I/O failure.
-    pub source: std::sync::Arc<std::io::Error>,
+    /// The I/O failure, or "not a regular file".
+    pub source: std::sync::Arc<crate::files::FileError>,
 }
 
 /// An error and its sources, `: `-separated.

@@ -254,7 +254,9 @@ secrets are used (the init container's mode)."
         help_heading = "Registry",
         long_help = "The node's platform; default: the platform this binary runs on (in an init \
 container, the node's). When a tag resolves to an index, it must have an entry for this \
-platform (containerd's matcher; exact or fallback is reported). 'any' skips the check."
+platform (containerd's matcher; exact or fallback is reported). 'any' skips the check. An OS \
+or architecture outside Go's GOOS/GOARCH lists (and containerd's aliases x86_64, aarch64, armhf, \
+i386) is a usage error naming the close match (linux/amd: did you mean linux/amd64?)."
     )]
     pub platform: Option<String>,
 
@@ -267,7 +269,8 @@ platform (containerd's matcher; exact or fallback is reported). 'any' skips the 
         help_heading = "Registry",
         long_help = "Deadline for the whole run, in seconds. Retries of transient \
 failures and Retry-After waits stay within it; images still unresolved at the deadline are \
-transient (20)."
+transient (20). Images whose turn (--concurrency at a time) comes after it are not sent at all: \
+transient too, detail \"not checked: …\", JSON not_checked: deadline."
     )]
     pub timeout: f64,
 

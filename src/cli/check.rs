@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::CliError;
 use super::args::{Output, ResolveArgs};
+use super::input::{read_capped, read_references, stdin_at_most_once};
+use super::{CliError, UsageError};
 use crate::engine::Engine;
 use crate::report::{json, termination, text};
 use crate::verdict::combined_exit_code;
@@ -16,12 +17,26 @@ pub(crate) struct CheckArgs {
     /// Image references, as written in a pod spec.
     #[arg(
         value_name = "IMAGE",
-        required = true,
+        required_unless_present = "files",
         help_heading = "Input",
         long_help = "Image references exactly as in a pod spec (busybox, ghcr.io/org/app:v1, \
 repo@sha256:…). They are normalized like the kubelet does (docker.io, library/, latest)."
     )]
     pub images: Vec<String>,
+
+    /// File of image references, one a line, or - for stdin (repeatable).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        help_heading = "Input",
+        long_help = "A file of image references, one a line, or '-' to read them from stdin; \
+repeatable, and combined with IMAGE arguments (those first, then each file in order). Surrounding \
+whitespace is trimmed; blank lines and lines starting with # are skipped. A line with whitespace \
+inside is an error naming the file and line. A path must be a regular file (pipe into -f - \
+otherwise)."
+    )]
+    pub files: Vec<PathBuf>,
 
     #[command(flatten)]
     pub resolve: ResolveArgs,
@@ -71,7 +86,17 @@ termination log) carry the verdict. With --output json the document is still pri
 }
 
 /// Run the check and report; returns the exit code.
-pub(crate) async fn run(a: CheckArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(mut a: CheckArgs) -> Result<u8, CliError> {
+    if a.images.iter().any(|i| i == "-") {
+        return Err(UsageError(
+            "'-' is not an image reference; to read references from stdin, use -f -".into(),
+        )
+        .into());
+    }
+    stdin_at_most_once(&a.files)?;
+    for f in &a.files {
+        a.images.extend(read_references(f)?);
+    }
     super::plan::validate_hosts(&a.resolve, &a.images)?;
     let (plan, registry) = super::plan::build(&a.resolve)?;
     let engine = Engine::new(plan, registry);
@@ -157,26 +182,6 @@ async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
     .into_iter()
     .flatten()
     .collect()
-}
-
-/// The file's text, refusing more than `max` bytes, anything but UTF-8, and anything but a
-/// regular file (a FIFO would block past every deadline; the downward API writes a
-/// regular file behind a symlink).
-fn read_capped(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    f.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
-    }
-    Ok(text)
 }
 
 fn termination_path(flag: Option<&Path>) -> Option<PathBuf> {

@@ -62,7 +62,18 @@ pub(crate) fn validate_options(o: &InjectOptions, flag: &str) -> Result<(), Usag
     let mut argv = vec!["pullcheck".to_string(), "check".to_string()];
     argv.extend(o.check_args.iter().cloned());
     argv.push("example.com/image:tag".to_string());
-    if let Err(e) = <super::Cli as clap::Parser>::try_parse_from(&argv) {
+    let parsed = <super::Cli as clap::Parser>::try_parse_from(&argv);
+    // Values clap takes as strings get the rules `check` applies to them, here rather than
+    // as a usage error (exit 2) in every pod.
+    if let Ok(super::Cli {
+        command: super::Command::Check(a),
+        ..
+    }) = &parsed
+    {
+        super::plan::platform_policy(a.resolve.platform.as_deref())
+            .map_err(|e| UsageError(format!("--{flag}check-arg: {e}")))?;
+    }
+    if let Err(e) = parsed {
         let first = e
             .to_string()
             .lines()

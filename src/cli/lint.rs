@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::input::{load_table, read_documents};
+use super::input::{load_table, read_manifests};
 use super::{CliError, UsageError};
-use crate::k8s::lint::{Finding, lint_documents};
+use crate::k8s::lint::{Finding, lint_documents, rule};
 use crate::report::json::SCHEMA_VERSION;
 use crate::verdict::code;
 
@@ -22,16 +22,39 @@ pub(crate) enum LintOutput {
 /// Arguments of `pullcheck lint`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct LintArgs {
-    /// Manifest file (multi-document YAML), or - for stdin.
+    /// Manifest file or directory (multi-document YAML), or - for stdin; repeatable.
     #[arg(
         short = 'f',
         long = "filename",
         value_name = "FILE",
+        required = true,
         help_heading = "Input",
-        long_help = "The manifests to check: a multi-document YAML file, or - to read stdin. \
-Unknown kinds are ignored; workloads annotated pullcheck.io/skip: \"true\" are too."
+        long_help = "The manifests to check: a multi-document YAML file, - to read stdin, or a \
+directory (its *.yaml, *.yml and *.json files, by name; -R for subdirectories); repeatable, as \
+kubectl apply -f. A v1 List is read item by item. Workloads annotated pullcheck.io/skip: \
+\"true\" are skipped; an object of an unknown kind that holds containers or an image field is \
+a finding (unknown-kind-with-images) unless --ignore-unknown-kinds."
     )]
-    pub filename: PathBuf,
+    pub filename: Vec<PathBuf>,
+
+    /// Read the directories given to -f recursively.
+    #[arg(
+        short = 'R',
+        long = "recursive",
+        help_heading = "Input",
+        long_help = "Also read the subdirectories of every directory given to -f, in name \
+order, as kubectl -R does."
+    )]
+    pub recursive: bool,
+
+    /// No finding for objects of unknown kinds that hold images.
+    #[arg(
+        long = "ignore-unknown-kinds",
+        help_heading = "Input",
+        long_help = "Drop the unknown-kind-with-images findings: objects of kinds pullcheck \
+doesn't know (not built in, not in --kinds) are then passed over in silence, as a ConfigMap is."
+    )]
+    pub ignore_unknown_kinds: bool,
 
     /// Kind → pod-template paths file extending the built-in table.
     #[arg(
@@ -56,8 +79,8 @@ without it lint exits 0 whatever it finds."
     #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
         value_enum, default_value_t = LintOutput::Text,
         long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \
-message`. json: {\"schema_version\": 1, \"findings\": [{rule, kind, namespace, name, document, \
-path, message}]}.")]
+message`. json: {\"schema_version\": 1, \"findings\": [{file, rule, kind, namespace, name, \
+document, path, message}]}.")]
     pub output: LintOutput,
 }
 
@@ -83,13 +106,23 @@ fn line(file: &str, f: &Finding) -> String {
 /// Unreadable or invalid input is a usage error naming the file and document.
 pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
     let table = load_table(a.kinds.as_deref())?;
-    let docs = read_documents(&a.filename)?;
-    let shown = a.filename.display().to_string();
-    let findings = lint_documents(&docs, &table);
+    let manifests = read_manifests(&a.filename, a.recursive)?;
+    let findings: Vec<FileFinding> = manifests
+        .iter()
+        .flat_map(|m| {
+            lint_documents(&m.docs, &table)
+                .into_iter()
+                .filter(|f| !(a.ignore_unknown_kinds && f.rule == rule::UNKNOWN_KIND))
+                .map(|finding| FileFinding {
+                    file: &m.shown,
+                    finding,
+                })
+        })
+        .collect();
     let body = match a.output {
         LintOutput::Text => findings
             .iter()
-            .map(|f| line(&shown, f) + "\n")
+            .map(|f| line(f.file, &f.finding) + "\n")
             .collect::<String>(),
         LintOutput::Json => {
             let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "findings": findings});
@@ -104,4 +137,12 @@ pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
         code::OK
     };
     super::print_result(&body, code)
+}
+
+/// A finding with the file it is in (the JSON `file` field).
+#[derive(serde::Serialize)]
+struct FileFinding<'a> {
+    file: &'a str,
+    #[serde(flatten)]
+    finding: Finding,
 }

@@ -30,7 +30,9 @@ Examples:
   PROGRAM check --image-credential-provider-config /etc/eks/image-credential-provider/config.json \\
       --image-credential-provider-bin-dir /etc/eks/image-credential-provider \\
       123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app:v1
+  PROGRAM check -f refs.txt                     # one reference a line; -f - reads stdin
   PROGRAM scan -f job.yaml
+  PROGRAM scan -f k8s/ -f extra.yaml --kinds rayjob-kinds.yaml
   PROGRAM inject --fail-fast --image registry.example.com/pullcheck@sha256:… -f job.yaml | kubectl apply -f -
   PROGRAM inject --remove -f cronjob.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml

@@ -8,7 +8,7 @@ use super::UsageError;
 use super::args::{ResolveArgs, concurrency};
 use crate::credentials::{Keychain, UserAuth, load_pull_secrets};
 use crate::engine::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, Plan,
+    DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS, DeadlineOwner, Plan,
     PlatformPolicy, ProviderIdentity,
 };
 use crate::platform::Platform;
@@ -30,7 +30,7 @@ pub(super) fn seconds(flag: &str, v: f64, max: f64) -> Result<Duration, UsageErr
 pub(crate) fn platform_policy(flag: Option<&str>) -> Result<PlatformPolicy, UsageError> {
     match flag {
         Some("any") => Ok(PlatformPolicy::Any),
-        Some(p) => Platform::parse(p)
+        Some(p) => Platform::parse_flag(p)
             .map(|p| PlatformPolicy::AnyOf(vec![p]))
             .map_err(|e| UsageError(format!("--platform {p}: {e}"))),
         None => Ok(PlatformPolicy::AnyOf(vec![Platform::host()])),
@@ -64,20 +64,9 @@ pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     Ok(Keychain::new(secrets, docker).with_providers(providers, None))
 }
 
-/// CA files: `--ca-file` values, then `SSL_CERT_FILE`. An `SSL_CERT_FILE` that doesn't
-/// exist is ignored with a warning (an inherited environment often names a host path that a
-/// scratch image doesn't have); a missing `--ca-file` is an error later, naming the file.
+/// CA files: `--ca-file` values, then `SSL_CERT_FILE` ([`crate::registry::tls::ca_files`]).
 pub(crate) fn ca_files(a: &ResolveArgs) -> Vec<PathBuf> {
-    let mut files = a.registry.ca_file.clone();
-    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
-        let f = PathBuf::from(f);
-        if f.is_file() {
-            files.push(f);
-        } else {
-            tracing::warn!(path = %f.display(), "SSL_CERT_FILE does not exist; ignored");
-        }
-    }
-    files
+    crate::registry::tls::ca_files(&a.registry.ca_file)
 }
 
 /// The plan for a run: every flag validated, nothing contacted.
@@ -99,7 +88,7 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
         provider_identity: ProviderIdentity::Caller,
         concurrency,
         timeout,
-        deadline_message: DEADLINE_TIMEOUT,
+        deadline_owner: DeadlineOwner::Timeout,
     })
 }
 

@@ -1,5 +1,6 @@
-//! `pullcheck scan -f FILE|-`: check every image referenced by Kubernetes manifests (all
-//! documents, all pod templates the kind table knows, deduplicated) with the `check` engine.
+//! `pullcheck scan -f FILE|DIR|-`: check every image referenced by Kubernetes manifests (all
+//! files, all documents, the items of a v1 List, all pod templates the kind table knows,
+//! deduplicated) with the `check` engine.
 //! Meant for CI before `kubectl apply`. Exit code as `check`.
 
 use std::fmt::Write as _;
@@ -8,9 +9,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
 use super::args::{Output, ResolveArgs};
-use super::input::{load_table, read_documents};
+use super::input::{load_table, read_manifests};
+use super::{CliError, UsageError};
 use crate::engine::{Engine, Outcome};
 use crate::k8s::templates::images;
 use crate::report::{count, json, text};
@@ -19,17 +20,30 @@ use crate::verdict::combined_exit_code;
 /// `pullcheck scan`.
 #[derive(Debug, Args)]
 pub(crate) struct ScanArgs {
-    /// Manifest file (multi-document YAML or JSON), or - for stdin.
+    /// Manifest file or directory (multi-document YAML or JSON), or - for stdin; repeatable.
     #[arg(
         short = 'f',
         long = "filename",
         value_name = "FILE",
+        required = true,
         help_heading = "Input",
         long_help = "Kubernetes manifests to scan: multi-document YAML (or JSON), '-' for \
-stdin. Every pod template of a known kind is read (Job, CronJob, Pod, Kubeflow jobs, JobSet, \
-plus --kinds); images with imagePullPolicy: Never are skipped, as the kubelet never pulls them."
+stdin, or a directory (its *.yaml, *.yml and *.json files, by name; -R for subdirectories); \
+repeatable, as kubectl apply -f. A v1 List (kubectl get -o yaml) is read item by item. Every \
+pod template of a known kind is read (Job, CronJob, Pod, Kubeflow jobs, JobSet, plus --kinds); \
+images with imagePullPolicy: Never are skipped, as the kubelet never pulls them."
     )]
-    pub filename: PathBuf,
+    pub filename: Vec<PathBuf>,
+
+    /// Read the directories given to -f recursively.
+    #[arg(
+        short = 'R',
+        long = "recursive",
+        help_heading = "Input",
+        long_help = "Also read the subdirectories of every directory given to -f, in name \
+order, as kubectl -R does."
+    )]
+    pub recursive: bool,
 
     /// Extra kind → pod-template-path table (YAML).
     #[arg(
@@ -40,6 +54,16 @@ plus --kinds); images with imagePullPolicy: Never are skipped, as the kubelet ne
 built-in table (Volcano, Argo, Tekton, RayJob, TrainJob, …)."
     )]
     pub kinds: Option<PathBuf>,
+
+    /// Scan the rest when an object of an unknown kind holds images.
+    #[arg(
+        long = "ignore-unknown-kinds",
+        help_heading = "Input",
+        long_help = "An object of a kind pullcheck doesn't know (not built in, not in --kinds) \
+that holds containers or an image field is a usage error (exit 2) by default: its images would \
+go unchecked. With this flag it is a warning and the other images are scanned."
+    )]
+    pub ignore_unknown_kinds: bool,
 
     #[command(flatten)]
     pub resolve: ResolveArgs,
@@ -53,6 +77,8 @@ document with a `uses` list per image (where each image appears).")]
 
 #[derive(serde::Serialize, PartialEq)]
 struct Use {
+    /// The file as given or found in a directory given (`-` for stdin).
+    file: String,
     document: usize,
     kind: String,
     /// `metadata.namespace`, when the document sets one.
@@ -78,59 +104,47 @@ struct ScannedImage<'a> {
 
 /// Run the scan; returns the exit code.
 pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
-    let table = load_table(a.kinds.as_deref())?;
-    let docs = read_documents(&a.filename)?;
+    let table = load_table(a.kinds.as_deref())?.with_workloads();
+    let manifests = read_manifests(&a.filename, a.recursive)?;
     let mut order: Vec<String> = Vec::new();
     let mut uses: Vec<Vec<Use>> = Vec::new();
-    for d in &docs {
-        if let Some(why) = crate::k8s::not_an_object(&d.value) {
-            eprintln!(
-                "pullcheck: warning: {}: document {}: {why}: skipped",
-                a.filename.display(),
-                d.number
-            );
-            continue;
-        }
-        if table.lookup(&d.value).is_none() && crate::k8s::templates::holds_containers(&d.value) {
-            eprintln!(
-                "pullcheck: warning: {}: document {}: {}",
-                a.filename.display(),
-                d.number,
-                crate::k8s::templates::unknown_workload(&d.value)
-                    .replace("left unchanged", "not scanned")
-            );
-        }
-        let kind = d.value["kind"].as_str().unwrap_or("").to_string();
-        let name = d.value["metadata"]["name"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        for u in images(&d.value, &table) {
-            if !u.is_pulled() {
+    let mut unknown: Vec<String> = Vec::new();
+    for m in &manifests {
+        for d in &m.docs {
+            if let Some(why) = crate::k8s::not_an_object(&d.value) {
+                eprintln!(
+                    "pullcheck: warning: {}: document {}: {why}: skipped",
+                    m.shown, d.number
+                );
                 continue;
             }
-            let i = match order.iter().position(|o| *o == u.image) {
-                Some(i) => i,
-                None => {
-                    order.push(u.image.clone());
-                    uses.push(Vec::new());
-                    order.len() - 1
+            for (at, obj) in crate::k8s::objects(&d.value) {
+                if let Some(what) = crate::k8s::templates::unknown_workload(obj, &table) {
+                    let at = if at.is_empty() {
+                        at
+                    } else {
+                        format!(" at {at}")
+                    };
+                    unknown.push(format!("{}: document {}{at}: {what}", m.shown, d.number));
+                    continue;
                 }
-            };
-            let place = Use {
-                document: d.number,
-                kind: kind.clone(),
-                namespace: d.value["metadata"]["namespace"]
-                    .as_str()
-                    .map(str::to_string),
-                name: name.clone(),
-                container: u.container,
-            };
-            // Replicas of one workload (a PyTorchJob's Master and Worker) often share a
-            // container name: the same place, listed once.
-            if !uses[i].contains(&place) {
-                uses[i].push(place);
+                collect(&mut order, &mut uses, obj, &table, &m.shown, d.number);
             }
+        }
+    }
+    if let Some(first) = unknown.first() {
+        if !a.ignore_unknown_kinds {
+            let more = match unknown.len() {
+                1 => String::new(),
+                n => format!(" (and {} more such objects)", n - 1),
+            };
+            return Err(UsageError(format!(
+                "{first}{more}: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds"
+            ))
+            .into());
+        }
+        for u in &unknown {
+            eprintln!("pullcheck: warning: {u}: not scanned (--ignore-unknown-kinds)");
         }
     }
     super::plan::validate_hosts(&a.resolve, &order)?;
@@ -190,16 +204,61 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                 .iter()
                 .filter(|o| o.verdict != crate::verdict::Verdict::Pullable)
                 .count();
+            let documents: usize = manifests.iter().map(|m| m.docs.len()).sum();
+            let files = match manifests.len() {
+                1 => String::new(),
+                n => format!("{}, ", count(n, "file")),
+            };
             let _ = writeln!(
                 out,
-                "scanned {}, {}: {} pullable, {failing} not (exit {code})",
-                count(docs.len(), "document"),
+                "scanned {files}{}, {}: {} pullable, {failing} not (exit {code})",
+                count(documents, "document"),
                 count(outcomes.len(), "image"),
                 outcomes.len() - failing
             );
         }
     }
     super::print_result(&out, code)
+}
+
+/// Add the pulled images of one object (`shown` file, document `number`) to the scan:
+/// `order` holds each image once, first use first, and `uses[i]` where `order[i]` appears.
+fn collect(
+    order: &mut Vec<String>,
+    uses: &mut Vec<Vec<Use>>,
+    obj: &serde_json::Value,
+    table: &crate::k8s::templates::Table,
+    shown: &str,
+    number: usize,
+) {
+    let kind = obj["kind"].as_str().unwrap_or("").to_string();
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    for u in images(obj, table) {
+        if !u.is_pulled() {
+            continue;
+        }
+        let i = match order.iter().position(|o| *o == u.image) {
+            Some(i) => i,
+            None => {
+                order.push(u.image.clone());
+                uses.push(Vec::new());
+                order.len() - 1
+            }
+        };
+        let place = Use {
+            file: shown.to_string(),
+            document: number,
+            kind: kind.clone(),
+            namespace: obj["metadata"]["namespace"].as_str().map(str::to_string),
+            name: name.clone(),
+            container: u.container,
+        };
+        // Replicas of one workload (a PyTorchJob's Master and Worker) often share a
+        // container name: the same place, listed once.
+        if !uses[i].contains(&place) {
+            uses[i].push(place);
+        }
+    }
 }
 
 fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {

@@ -223,7 +223,8 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         .into());
     };
     if let Some(f) = &api.token_file
-        && std::fs::read_to_string(f).is_ok_and(|t| t.trim().is_empty())
+        && crate::files::read_capped_text(f, crate::apiserver::MAX_TOKEN_FILE_BYTES)
+            .is_ok_and(|t| t.trim().is_empty())
     {
         return Err(UsageError(format!(
             "--apiserver-token-file {}: empty; put the ServiceAccount token in it (kubectl create token NAME)",

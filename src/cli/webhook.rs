@@ -128,7 +128,9 @@ Off by default: token-mode providers then give \"assumed, not verified\"."
         long_help = "A platform of the cluster's nodes (repeatable; default linux/amd64 and \
 linux/arm64). The node is unknown at admission, so an index passes when it has an entry for \
 at least one of them; a pod template pinning kubernetes.io/arch (nodeSelector or required node \
-affinity) or kubernetes.io/os narrows the list."
+affinity) or kubernetes.io/os narrows the list. An OS or architecture outside Go's GOOS/GOARCH \
+lists (and containerd's aliases x86_64, aarch64, armhf, i386) is a usage error naming the close \
+match."
     )]
     pub cluster_platform: Vec<String>,
 
@@ -314,7 +316,8 @@ impl WebhookArgs {
         let cluster_platforms = platforms
             .iter()
             .map(|p| {
-                Platform::parse(p).map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
+                Platform::parse_flag(p)
+                    .map_err(|e| UsageError(format!("--cluster-platform {p}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let concurrency = super::args::concurrency(self.concurrency)?;
@@ -382,7 +385,7 @@ impl WebhookArgs {
             shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
             hosts_dir,
             insecure: self.registry.insecure_registry.clone(),
-            ca_files: self.registry.ca_file.clone(),
+            ca_files: crate::registry::tls::ca_files(&self.registry.ca_file),
             providers: self
                 .registry
                 .credential_providers(budget)?

@@ -35,7 +35,6 @@
 //! Not implemented: the legacy `~/.dockercfg`.
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::docker_config::{
@@ -102,35 +101,22 @@ pub(crate) fn read_small_file(
     path: &Path,
     origin: &str,
 ) -> Result<Option<Vec<u8>>, CredentialsError> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    match crate::files::read_capped(path, MAX_CONFIG_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => {
             tracing::debug!(path = %path.display(), "{origin}: no such file");
-            return Ok(None);
+            Ok(None)
         }
-        Err(io) => {
-            return Err(CredentialsError::Read {
-                origin: origin.to_owned(),
-                path: path.to_path_buf(),
-                io,
-            });
-        }
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|io| CredentialsError::Read {
+        Err(crate::files::FileError::TooLarge { limit }) => Err(CredentialsError::TooLarge {
+            origin: origin.to_owned(),
+            limit,
+        }),
+        Err(reason) => Err(CredentialsError::Read {
             origin: origin.to_owned(),
             path: path.to_path_buf(),
-            io,
-        })?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(CredentialsError::TooLarge {
-            origin: origin.to_owned(),
-            limit: MAX_CONFIG_BYTES,
-        });
+            reason,
+        }),
     }
-    Ok(Some(bytes))
 }
 
 impl AuthFile {

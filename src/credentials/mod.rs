@@ -35,7 +35,6 @@ pub(crate) mod secret;
 mod user_auth;
 
 use std::fmt;
-use std::io;
 use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
@@ -278,14 +277,14 @@ pub enum CredentialsError {
         path: PathBuf,
     },
     /// A file or directory could not be read.
-    #[error("{origin}: cannot read {}: {io}; check the path and its permissions", path.display())]
+    #[error("{origin}: cannot read {}: {reason}; check the path and its permissions", path.display())]
     Read {
         /// e.g. `pull secret /s/x/.dockerconfigjson`.
         origin: String,
         /// The file or directory.
         path: PathBuf,
-        /// The OS error (no contents).
-        io: io::Error,
+        /// The OS error, or "not a regular file" (no contents).
+        reason: crate::files::FileError,
     },
     /// A file is larger than pullcheck reads (`limit` bytes).
     #[error("{origin}: larger than {limit} bytes; this is not a docker config")]

@@ -18,7 +18,6 @@
 //! `credHelpers` and `credsStore` in a pull secret are ignored: a pull secret never makes
 //! pullcheck run a program.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::docker_config::{DockerConfig, Json, go_base64};
@@ -62,7 +61,7 @@ pub fn load_pull_secrets(paths: &[PathBuf]) -> Result<Keyring, CredentialsError>
                 return Err(CredentialsError::Read {
                     origin: origin_for(path),
                     path: path.clone(),
-                    io,
+                    reason: io.into(),
                 });
             }
         };
@@ -122,10 +121,10 @@ fn shape_for_name(name: &str) -> Option<Shape> {
 }
 
 fn sorted_names(dir: &Path) -> Result<Vec<String>, CredentialsError> {
-    let read_err = |io| CredentialsError::Read {
+    let read_err = |io: std::io::Error| CredentialsError::Read {
         origin: origin_for(dir),
         path: dir.to_path_buf(),
-        io,
+        reason: io.into(),
     };
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_err)? {
@@ -140,28 +139,20 @@ fn sorted_names(dir: &Path) -> Result<Vec<String>, CredentialsError> {
     Ok(names)
 }
 
+/// The file's bytes, through [`crate::files::read_capped`]: a regular file of at most
+/// [`MAX_SECRET_FILE_BYTES`] (a FIFO named by `--pull-secrets` is refused, not waited on).
 fn read_capped(path: &Path) -> Result<Vec<u8>, CredentialsError> {
-    let origin = origin_for(path);
-    let file = std::fs::File::open(path).map_err(|io| CredentialsError::Read {
-        origin: origin.clone(),
-        path: path.to_path_buf(),
-        io,
-    })?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRET_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|io| CredentialsError::Read {
-            origin: origin.clone(),
+    crate::files::read_capped(path, MAX_SECRET_FILE_BYTES).map_err(|e| match e {
+        crate::files::FileError::TooLarge { limit } => CredentialsError::TooLarge {
+            origin: origin_for(path),
+            limit,
+        },
+        reason => CredentialsError::Read {
+            origin: origin_for(path),
             path: path.to_path_buf(),
-            io,
-        })?;
-    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
-        return Err(CredentialsError::TooLarge {
-            origin,
-            limit: MAX_SECRET_FILE_BYTES,
-        });
-    }
-    Ok(bytes)
+            reason,
+        },
+    })
 }
 
 fn load_file(

@@ -17,15 +17,16 @@
 //! `Attempt`); the best one becomes the [`Outcome`].
 
 pub(crate) mod classify;
+mod host_loop;
 mod outcome;
 mod plan;
 mod resolution;
 mod resolve;
 
-pub(crate) use outcome::{Outcome, PlatformResult};
+pub(crate) use outcome::{NotChecked, Outcome, PlatformResult};
 pub(crate) use plan::{
-    DEADLINE_TIMEOUT, DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES,
-    DEFAULT_NODE_CREDENTIAL_PATTERNS, MeteredGet, Plan, PlatformPolicy, ProviderIdentity,
+    DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS,
+    DeadlineOwner, MeteredGet, Plan, PlatformPolicy, ProviderIdentity,
 };
 pub(crate) use resolution::{PlanError, PlatformCheck, Resolution, SkipReason};
 
@@ -152,7 +153,11 @@ impl Engine {
         .await
         {
             Ok(o) => o,
-            Err(_) => Outcome::new(image, Verdict::Transient, self.plan.deadline_message.into()),
+            Err(_) => Outcome::new(
+                image,
+                Verdict::Transient,
+                self.plan.deadline_owner.unresolved().into(),
+            ),
         };
         out.elapsed_ms = started.elapsed().as_millis() as u64;
         out
@@ -196,6 +201,15 @@ impl Engine {
                 };
             }
         };
+        // Everything above is offline. Past the deadline nothing more is tried: a request
+        // sent now could only time out at once, and would be reported as the registry's.
+        if Instant::now() >= deadline {
+            return Outcome {
+                detail: self.plan.deadline_owner.not_started(self.plan.timeout),
+                not_checked: Some(NotChecked::Deadline),
+                ..base
+            };
+        }
         let found = keychain.lookup(&reference.name(), reference.domain()).await;
         let credentials = found.credentials;
         let attempts: Vec<Option<&Credential>> = if credentials.is_empty() {
@@ -246,8 +260,9 @@ impl Engine {
         out
     }
 
-    /// containerd's host loop for one credential: 404 → next host; the most severe error
-    /// wins at the end (other errors over not-found).
+    /// containerd's host loop for one credential: hosts in order until one resolves the tag
+    /// (that host's attempt is the answer, platform step included); when none does, the
+    /// failure the node's runtime would report ([`host_loop::NodeRuntime::replaces`]).
     async fn try_routes(
         &self,
         plan: &Resolution,
@@ -261,24 +276,26 @@ impl Engine {
             credential,
             deadline,
         };
-        let mut last: Option<Attempt> = None;
+        let runtime = host_loop::NodeRuntime::default();
+        let mut kept: Option<Attempt> = None;
         for route in plan.used_routes() {
             let attempt = resolver.on(route, &plan.platform).await;
-            if attempt.verdict == Verdict::Pullable {
+            if attempt.verdict == Verdict::Pullable || attempt.digest.is_some() {
                 return attempt;
             }
-            last = Some(match last {
-                Some(prev)
-                    if prev.verdict != Verdict::NotFound
-                        && attempt.verdict == Verdict::NotFound =>
-                {
-                    prev
-                }
+            kept = Some(match kept {
+                Some(prev) if !runtime.replaces(failure_of(&prev), failure_of(&attempt)) => prev,
                 _ => attempt,
             });
         }
-        last.expect("a plan has at least one used route")
+        kept.expect("a plan has at least one used route")
     }
+}
+
+/// An unresolved attempt's failure class; one that ended before a request (a deadline) ranks
+/// as an error of the request.
+fn failure_of(a: &Attempt) -> host_loop::HostFailure {
+    a.host_failure.unwrap_or(host_loop::HostFailure::Error)
 }
 
 /// What the kubelet on a node would have that this check did not: node credential

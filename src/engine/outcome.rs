@@ -51,6 +51,17 @@ impl Default for PlatformReport {
     }
 }
 
+/// Why an image got no registry check at all, as the JSON schema's `not_checked`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum NotChecked {
+    /// The run's deadline (`--timeout`, the webhook's budget) passed before the image's turn
+    /// came (`--concurrency` at a time): no request was sent for it. Its verdict is
+    /// `transient` (exit 20): a retry with more time would check it, and nothing is known
+    /// against the image.
+    Deadline,
+}
+
 /// The verdict for one image, with the facts behind it. This is the JSON schema's `images[]`
 /// item (see docs/json-schema.md).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -87,6 +98,9 @@ pub(crate) struct Outcome {
     /// stated one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// Set when nothing was sent for this image (see [`NotChecked`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<NotChecked>,
     /// Wall time for this image, in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -110,6 +124,7 @@ impl Outcome {
             credential: None,
             warnings: vec![],
             quota: None,
+            not_checked: None,
             elapsed_ms: 0,
         }
     }

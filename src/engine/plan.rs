@@ -87,13 +87,50 @@ pub(crate) struct Plan {
     pub concurrency: usize,
     /// Overall deadline of the run.
     pub timeout: Duration,
-    /// The detail of an image still unresolved at the deadline, in the words of whoever
-    /// set it: [`DEADLINE_TIMEOUT`] for the CLI's `--timeout`, the webhook its budget.
-    pub deadline_message: &'static str,
+    /// Who set [`Self::timeout`]: the details that mention the deadline name its flag.
+    pub deadline_owner: DeadlineOwner,
 }
 
-/// [`Plan::deadline_message`] of the CLI commands.
-pub(crate) const DEADLINE_TIMEOUT: &str = "overall deadline reached (--timeout)";
+/// Who set the overall deadline of a run, so the details that mention it name the flag
+/// that moves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeadlineOwner {
+    /// The CLI's `--timeout`.
+    Timeout,
+    /// The webhook's `--budget`.
+    WebhookBudget,
+}
+
+impl DeadlineOwner {
+    /// The detail of an image still unresolved when the deadline passed (its requests were
+    /// sent, some answer never came).
+    pub(crate) fn unresolved(self) -> &'static str {
+        match self {
+            DeadlineOwner::Timeout => "overall deadline reached (--timeout)",
+            DeadlineOwner::WebhookBudget => "no verdict within the webhook's budget",
+        }
+    }
+
+    /// The detail of an image whose turn came after the deadline (`timeout` long) had
+    /// passed: nothing was sent for it, so nothing is known about it. Worded so that it can't
+    /// be read as a registry timeout, with the two flags that give it a turn.
+    pub(crate) fn not_started(self, timeout: Duration) -> String {
+        let (what, flag) = match self {
+            DeadlineOwner::Timeout => ("deadline", "--timeout"),
+            DeadlineOwner::WebhookBudget => ("budget", "--budget"),
+        };
+        format!(
+            "not checked: the {} s {what} ({flag}) passed before its turn; raise {flag} or --concurrency",
+            seconds(timeout)
+        )
+    }
+}
+
+/// A duration in seconds as a person writes it: `2`, `0.5`, `1.25`.
+fn seconds(d: Duration) -> String {
+    let s = format!("{:.3}", d.as_secs_f64());
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
 
 impl Plan {
     /// How `reference` will be resolved with `platform`. Errors only when `--hosts-dir`
@@ -166,5 +203,23 @@ impl Plan {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_started_names_the_deadline_and_the_flags_that_move_it() {
+        assert_eq!(
+            DeadlineOwner::Timeout.not_started(Duration::from_secs(2)),
+            "not checked: the 2 s deadline (--timeout) passed before its turn; raise --timeout or --concurrency"
+        );
+        assert_eq!(
+            DeadlineOwner::WebhookBudget.not_started(Duration::from_millis(2500)),
+            "not checked: the 2.5 s budget (--budget) passed before its turn; raise --budget or --concurrency"
+        );
+        assert_eq!(seconds(Duration::from_millis(125)), "0.125");
     }
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use http::Method;
 
 use super::classify;
+use super::host_loop::HostFailure;
 use super::outcome::{PlatformReport, PlatformResult};
 use super::resolution::{PlatformCheck, Route, SkipReason};
 use crate::credentials::Credential;
@@ -47,6 +48,9 @@ pub(super) struct Attempt {
     pub quota: Option<Quota>,
     /// The verdict is pullcheck's own address guard refusing, not a registry's answer.
     pub guard_refused: bool,
+    /// How the host failed before the tag resolved, as the runtimes rank it
+    /// ([`super::host_loop`]); `None` when nothing failed or nothing was sent.
+    pub host_failure: Option<HostFailure>,
 }
 
 impl Attempt {
@@ -62,6 +66,7 @@ impl Attempt {
             warnings: Vec::new(),
             quota: None,
             guard_refused: false,
+            host_failure: None,
         }
     }
 
@@ -74,6 +79,9 @@ impl Attempt {
     fn failed(mut self, e: &RegistryError) -> Attempt {
         let (v, detail) = classify::verdict_for(e);
         self.guard_refused = classify::is_guard_refusal(e);
+        if self.digest.is_none() {
+            self.host_failure = Some(HostFailure::of(e));
+        }
         self.with(v, detail)
     }
 
@@ -168,7 +176,13 @@ impl Resolver<'_> {
         };
         let digest = match verified_digest(self.reference, &resp) {
             Ok(d) => d,
-            Err(detail) => return attempt.with(Verdict::NotFound, detail),
+            Err(detail) => {
+                return Attempt {
+                    host_failure: Some(HostFailure::Status),
+                    ..attempt
+                }
+                .with(Verdict::NotFound, detail);
+            }
         };
         let attempt = Attempt {
             digest: Some(digest.clone()),

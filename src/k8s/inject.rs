@@ -111,9 +111,7 @@ pub(crate) fn is_windows(template: &Value) -> bool {
 /// unchanged with a warning. Returns the warnings; the object is changed in place.
 pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Vec<Warning> {
     let mut out = Vec::new();
-    if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && obj.get("kind").and_then(Value::as_str) == Some("List")
-    {
+    if super::is_list(obj) {
         for (i, item) in obj
             .get_mut("items")
             .and_then(Value::as_array_mut)
@@ -132,8 +130,12 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         return out;
     }
     if table.lookup(obj).is_none() {
-        if super::templates::holds_containers(obj) {
-            warn(&mut out, "", super::templates::unknown_workload(obj));
+        if let Some(what) = super::templates::unknown_workload(obj, table) {
+            warn(
+                &mut out,
+                "",
+                format!("{what}: left unchanged (add it with --kinds)"),
+            );
         }
         return out;
     }

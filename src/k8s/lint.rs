@@ -44,6 +44,9 @@ pub mod rule {
     pub const PULLCHECK_UNPINNED: &str = "pullcheck-image-unpinned";
     /// A pod template without the pullcheck init container.
     pub const PULLCHECK_MISSING: &str = "pullcheck-missing";
+    /// An object of a kind the table lacks that holds containers or an `image` field: its
+    /// images are not looked at (`--kinds` says where they are).
+    pub const UNKNOWN_KIND: &str = "unknown-kind-with-images";
     /// A document without apiVersion and kind: nothing the API server would accept.
     pub const NOT_AN_OBJECT: &str = "not-a-kubernetes-object";
 }
@@ -108,20 +111,26 @@ impl Ctx<'_> {
     }
 }
 
-/// The findings for one object (items of a `v1 List` included); none for unknown kinds,
-/// workloads annotated `pullcheck.io/skip: "true"`, and Windows pod templates (with their
-/// Job: pullcheck can't run there).
+/// The findings for one object (items of a `v1 List` included, their paths under
+/// `/items/N`); none for workloads annotated `pullcheck.io/skip: "true"`, Windows pod
+/// templates (with their Job: pullcheck can't run there), and unknown kinds without
+/// containers or image fields (a ConfigMap, a Service).
 pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
-    if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && obj.get("kind").and_then(Value::as_str) == Some("List")
-    {
-        let items = obj
-            .get("items")
-            .and_then(Value::as_array)
+    if super::is_list(obj) {
+        return super::objects(obj)
             .into_iter()
-            .flatten();
-        return items.flat_map(|i| lint_object(i, table)).collect();
+            .flat_map(|(at, item)| {
+                lint_one(item, table).into_iter().map(move |mut f| {
+                    f.path = format!("{at}{}", f.path);
+                    f
+                })
+            })
+            .collect();
     }
+    lint_one(obj, table)
+}
+
+fn lint_one(obj: &Value, table: &Table) -> Vec<Finding> {
     let mut cx = Ctx {
         obj,
         out: Vec::new(),
@@ -132,8 +141,20 @@ pub fn lint_object(obj: &Value, table: &Table) -> Vec<Finding> {
         cx.push(rule::NOT_AN_OBJECT, "", why);
         return cx.out;
     }
-    if table.lookup(obj).is_none() || skipped(obj) {
+    if skipped(obj) {
         return Vec::new();
+    }
+    if table.lookup(obj).is_none() {
+        // Reported: a strict lint that passed it would pass images nobody looked at.
+        if let Some(holds) = super::templates::unknown_kind_holds(obj, table) {
+            let kind = super::templates::unknown_kind(obj);
+            cx.push(
+                rule::UNKNOWN_KIND,
+                "/kind",
+                format!("{kind} {holds}: its images are not checked; add it with --kinds"),
+            );
+        }
+        return cx.out;
     }
     let templates: Vec<PodTemplateRef> = pod_templates(obj, table)
         .into_iter()

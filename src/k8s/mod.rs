@@ -59,6 +59,35 @@ pub(crate) fn not_an_object(v: &serde_json::Value) -> Option<&'static str> {
     }
 }
 
+/// True for a `v1 List`, what `kubectl get … -o yaml` prints for several objects: a wrapper
+/// whose `items` are the objects. Every command reads it through this test and
+/// [`objects`] (kubectl's resource builder flattens it the same way, `FlattenListVisitor`
+/// in `k8s.io/cli-runtime/pkg/resource/visitor.go`).
+pub(crate) fn is_list(v: &serde_json::Value) -> bool {
+    v.get("apiVersion").and_then(serde_json::Value::as_str) == Some("v1")
+        && v.get("kind").and_then(serde_json::Value::as_str) == Some("List")
+}
+
+/// The objects one document stands for, each with its JSON pointer in the document: the
+/// document itself (`""`), or the items of a [`is_list`] List (`/items/0`, …; Lists inside
+/// Lists flattened), in order.
+pub(crate) fn objects(doc: &serde_json::Value) -> Vec<(String, &serde_json::Value)> {
+    if !is_list(doc) {
+        return vec![(String::new(), doc)];
+    }
+    let items = doc.get("items").and_then(serde_json::Value::as_array);
+    items
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, item)| {
+            objects(item)
+                .into_iter()
+                .map(move |(p, o)| (format!("/items/{i}{p}"), o))
+        })
+        .collect()
+}
+
 /// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
 pub const CONTAINER_NAME: &str = "pullcheck";
 
@@ -145,6 +174,59 @@ pub struct Warning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_stands_for_its_items_nested_lists_flattened() {
+        let job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job"});
+        let inner = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [job]});
+        let doc = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [job, inner]});
+        let got: Vec<(String, &serde_json::Value)> = objects(&doc);
+        assert_eq!(
+            got,
+            vec![
+                ("/items/0".to_string(), &job),
+                ("/items/1/items/0".to_string(), &job)
+            ]
+        );
+        assert_eq!(objects(&job), vec![(String::new(), &job)]);
+        // Only core v1's List is a wrapper; a CRD kind named List is an object.
+        let other =
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "List", "items": [job]});
+        assert_eq!(objects(&other), vec![(String::new(), &other)]);
+    }
+
+    #[test]
+    fn unknown_kinds_with_containers_or_image_fields() {
+        let table = templates::Table::builtin();
+        let holds = |v: serde_json::Value| templates::unknown_kind_holds(&v, &table);
+        assert_eq!(
+            holds(
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}})
+            ),
+            Some("holds containers")
+        );
+        assert_eq!(
+            holds(
+                serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "spec": {"trainer": {"image": "x"}}})
+            ),
+            Some("has an image field")
+        );
+        // Opaque data, annotations, non-string image values and known kinds are not it.
+        for v in [
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"image": "x"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"image": "x"}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "W",
+                "metadata": {"annotations": {"image": "x"}}}),
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "W",
+                "spec": {"image": {"repository": "x"}}}),
+            serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "spec": {"template": {"spec": {"containers": []}}}}),
+        ] {
+            assert_eq!(holds(v.clone()), None, "{v}");
+        }
+    }
 
     #[test]
     fn kubernetes_versions() {

@@ -47,9 +47,7 @@ pub(crate) fn immutable_template(obj: &Value) -> Option<&'static str> {
 /// are immutable, that it must be recreated.
 pub fn remove_object(obj: &mut Value, table: &Table) -> Vec<Warning> {
     let mut out = Vec::new();
-    if obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && obj.get("kind").and_then(Value::as_str) == Some("List")
-    {
+    if super::is_list(obj) {
         for (i, item) in obj
             .get_mut("items")
             .and_then(Value::as_array_mut)
@@ -70,10 +68,10 @@ pub fn remove_object(obj: &mut Value, table: &Table) -> Vec<Warning> {
         return out;
     }
     if table.lookup(obj).is_none() {
-        if super::templates::holds_containers(obj) {
+        if let Some(what) = super::templates::unknown_workload(obj, table) {
             out.push(Warning {
                 path: String::new(),
-                message: super::templates::unknown_workload(obj),
+                message: format!("{what}: left unchanged (add it with --kinds)"),
             });
         }
         return out;

@@ -144,6 +144,9 @@ pub(crate) const BUILTIN: &[BuiltinRow] = &[
     ),
 ];
 
+/// The largest `--kinds` file read.
+const MAX_KINDS_FILE_BYTES: u64 = 1024 * 1024;
+
 /// A `--kinds` file that can't be read or doesn't have the expected shape.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplatesError {
@@ -152,8 +155,8 @@ pub enum TemplatesError {
     Read {
         /// The path as given.
         path: String,
-        /// The I/O failure.
-        source: std::io::Error,
+        /// The I/O failure, or "not a regular file".
+        source: crate::files::FileError,
     },
     /// The file is not a YAML list of entries.
     #[error("{path}: {message}; expected a YAML list of {{apiVersion, kind, podTemplatePaths}}")]
@@ -178,10 +181,39 @@ impl Default for Table {
     }
 }
 
+/// Kinds whose images `scan` (and later the audit) checks but `inject` never changes: their
+/// pods are pulled like a Job's, but restart forever (`restartPolicy: Always`), so an init
+/// container that fails them only adds a crash loop.
+pub(crate) const WORKLOADS: &[BuiltinRow] = &[
+    row("apps/v1", "Deployment", &["spec.template"], None, None),
+    row("apps/v1", "StatefulSet", &["spec.template"], None, None),
+    row("apps/v1", "DaemonSet", &["spec.template"], None, None),
+    row("apps/v1", "ReplicaSet", &["spec.template"], None, None),
+];
+
 impl Table {
     /// The built-in rows ([`BUILTIN`]).
     pub fn builtin() -> Self {
-        let entries = BUILTIN
+        Self::from_rows(BUILTIN)
+    }
+
+    /// This table plus the long-running [`WORKLOADS`] it has no row for (a `--kinds` row for
+    /// the same kind wins): what `scan` reads.
+    pub fn with_workloads(mut self) -> Self {
+        for w in Self::from_rows(WORKLOADS).entries {
+            if !self
+                .entries
+                .iter()
+                .any(|e| e.api_version == w.api_version && e.kind == w.kind)
+            {
+                self.entries.push(w);
+            }
+        }
+        self
+    }
+
+    fn from_rows(rows: &[BuiltinRow]) -> Self {
+        let entries = rows
             .iter()
             .map(|r| KindEntry {
                 api_version: r.api_version.to_string(),
@@ -225,10 +257,11 @@ impl Table {
 
     /// Read a `--kinds` file and extend the built-ins with it.
     pub(crate) fn load(path: &str) -> Result<Self, TemplatesError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TemplatesError::Read {
-            path: path.to_string(),
-            source,
-        })?;
+        let text = crate::files::read_capped_text(std::path::Path::new(path), MAX_KINDS_FILE_BYTES)
+            .map_err(|source| TemplatesError::Read {
+                path: path.to_string(),
+                source,
+            })?;
         Self::with_config(path, &text)
     }
 
@@ -333,26 +366,92 @@ pub struct PodTemplateRef {
     pub run_policy: Option<String>,
 }
 
-/// True when `v` holds a `containers` list anywhere: a workload, as opposed to a
-/// ConfigMap or a Service. Only such an object of a kind the table lacks is worth a
-/// warning ("add it with --kinds"): its images would otherwise go unchecked in silence.
-pub(crate) fn holds_containers(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m
-            .iter()
-            .any(|(k, v)| (k == "containers" && v.is_array()) || holds_containers(v)),
-        Value::Array(a) => a.iter().any(holds_containers),
-        _ => false,
-    }
+/// What makes an object of an unknown kind a workload whose images would go unchecked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    /// A `containers` list somewhere (a Deployment, a RayJob).
+    Containers,
+    /// A string field named `image` somewhere, and no containers list (a Kubeflow
+    /// TrainJob's `spec.trainer.image`).
+    ImageField,
 }
 
-/// The warning for a workload of a kind the table lacks: its images are not checked.
-pub(crate) fn unknown_workload(obj: &Value) -> String {
+/// What `v` holds, looking everywhere but `metadata` (annotations are free text); `None`
+/// for a ConfigMap, a Service, a Secret's payload. ConfigMap and Secret data are opaque: a
+/// key named `image` there is not a container image.
+fn holds_images(obj: &Value) -> Option<Holds> {
+    fn walk(v: &Value, found: &mut Option<Holds>) {
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    if k == "containers" && c.is_array() {
+                        *found = Some(Holds::Containers);
+                        return;
+                    }
+                    if k == "image" && c.is_string() {
+                        *found = Some(Holds::ImageField);
+                    }
+                    walk(c, found);
+                    if *found == Some(Holds::Containers) {
+                        return;
+                    }
+                }
+            }
+            Value::Array(a) => {
+                for c in a {
+                    walk(c, found);
+                    if *found == Some(Holds::Containers) {
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let api = obj.get("apiVersion").and_then(Value::as_str);
+    let kind = obj.get("kind").and_then(Value::as_str);
+    if api == Some("v1") && matches!(kind, Some("ConfigMap" | "Secret")) {
+        return None;
+    }
+    let mut found = None;
+    for (k, v) in obj.as_object().into_iter().flatten() {
+        if k != "metadata" {
+            walk(v, &mut found);
+        }
+    }
+    found
+}
+
+/// For an object of a kind `table` lacks that holds containers or an `image` field: what it
+/// holds, in words (`holds containers`, `has an image field`). Such an object's images would
+/// otherwise go unchecked in silence; one with neither (a ConfigMap, a Service) is `None`.
+pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static str> {
+    if table.lookup(obj).is_some() {
+        return None;
+    }
+    Some(match holds_images(obj)? {
+        Holds::Containers => "holds containers",
+        Holds::ImageField => "has an image field",
+    })
+}
+
+/// `unknown kind API KIND`, the start of every message about such an object.
+pub(crate) fn unknown_kind(obj: &Value) -> String {
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
-    format!(
-        "unknown kind {api} {kind} holds containers pullcheck doesn't know where to find: left unchanged (add it with --kinds)"
-    )
+    format!("unknown kind {api} {kind}")
+}
+
+/// The sentence `scan` and `inject` say about an object [`unknown_kind_holds`] finds
+/// (callers add what they did about it).
+pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
+    let holds = unknown_kind_holds(obj, table)?;
+    let how = if holds == "holds containers" {
+        "pullcheck doesn't know where to find"
+    } else {
+        "pullcheck doesn't know how to read"
+    };
+    Some(format!("{} {holds} {how}", unknown_kind(obj)))
 }
 
 /// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.

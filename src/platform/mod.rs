@@ -505,6 +505,7 @@ fn cpu_variant(raw: &str, model_name: Option<&str>, arm32: bool) -> String {
     .to_owned()
 }
 
+mod flag;
 mod matcher;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::guard::{Classes, Guard};
@@ -42,25 +42,34 @@ pub(crate) enum TlsError {
     Client(String),
 }
 
-/// Install the ring crypto provider once per process (reqwest is built without one).
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+pub(crate) use crate::pem::install_crypto_provider;
+
+/// The CA files every face trusts besides the built-in roots: the `--ca-file` values, then
+/// `SSL_CERT_FILE` (the variable OpenSSL and Go's `crypto/x509` honour, which people set in
+/// pods to add a private CA). One rule for check, scan, explain, the webhook and the watch.
+/// An `SSL_CERT_FILE` that doesn't exist is ignored with a warning (an inherited environment
+/// often names a host path that a scratch image doesn't have); a missing `--ca-file` is an
+/// error later, naming the file.
+pub(crate) fn ca_files(flags: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut files = flags.to_vec();
+    if let Some(f) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        let f = std::path::PathBuf::from(f);
+        if f.exists() {
+            files.push(f);
+        } else {
+            tracing::warn!(path = %f.display(), "SSL_CERT_FILE does not exist; ignored");
+        }
+    }
+    files
 }
 
-/// Read a PEM file of certificates; errors name the file and say what to pass instead.
+/// Read a PEM file of certificates ([`crate::pem::certificates`]); errors name the file and
+/// say what to pass instead.
 pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let err = |m: String| TlsError::CaFile {
+    crate::pem::certificates(path).map_err(|e| TlsError::CaFile {
         path: path.to_path_buf(),
-        message: m,
-    };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| err(e.to_string()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| err(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(err("no certificates found".into()));
-    }
-    Ok(certs)
+        message: e.to_string(),
+    })
 }
 
 /// Builds and caches HTTP clients per [`TlsProfile`].

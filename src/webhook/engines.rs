@@ -6,7 +6,7 @@
 //! namespace's credential never answers for another's while connections are reused.
 
 use crate::credentials::Keychain;
-use crate::engine::{Engine, Plan, PlatformPolicy, ProviderIdentity};
+use crate::engine::{DeadlineOwner, Engine, Plan, PlatformPolicy, ProviderIdentity};
 use crate::platform::Platform;
 use crate::registry::client::Registry;
 use crate::registry::guard::Guard;
@@ -39,7 +39,7 @@ pub(crate) fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
         provider_identity: ProviderIdentity::NotTheNodes,
         concurrency: config.concurrency,
         timeout: config.budget,
-        deadline_message: "no verdict within the webhook's budget",
+        deadline_owner: DeadlineOwner::WebhookBudget,
     };
     Ok(Engine::new(plan, registry))
 }

@@ -46,8 +46,8 @@ pub(crate) enum ServeError {
         flag: &'static str,
         /// The file.
         path: PathBuf,
-        /// The I/O failure.
-        source: std::io::Error,
+        /// The I/O failure, or "not a regular file".
+        source: crate::files::FileError,
     },
     /// The pair does not load as a certificate chain and its key.
     #[error("--tls-cert {} / --tls-key {}: {source}", cert.display(), key.display())]
@@ -179,8 +179,11 @@ pub(crate) fn settle_period(grace: Duration) -> Duration {
     (grace / 4).min(Duration::from_secs(2))
 }
 
+/// The largest serving certificate chain or key read.
+const MAX_TLS_FILE_BYTES: u64 = 1024 * 1024;
+
 async fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ServeError> {
-    tokio::fs::read(path)
+    crate::files::read_capped_async(path, MAX_TLS_FILE_BYTES)
         .await
         .map_err(|source| ServeError::Read {
             flag,
@@ -238,7 +241,7 @@ pub(crate) async fn shutdown_signal() {
 /// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
 /// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
 pub(crate) async fn serve(state: Shared) -> Result<(), ServeError> {
-    crate::registry::tls::install_crypto_provider();
+    crate::pem::install_crypto_provider();
     let pair = read_pair(&state).await?;
     let tls = RustlsConfig::from_pem(pair.0.clone(), pair.1.clone())
         .await

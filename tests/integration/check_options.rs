@@ -317,3 +317,65 @@ fn behind_a_proxy_the_registry_name_is_resolved_by_the_proxy_only() {
     ];
     assert_eq!(lines, [once, once].concat());
 }
+
+/// 40 references from `-f`, one at a time (`--concurrency 1`), against a registry that
+/// accepts connections but never answers: the first image's request is sent and stays
+/// unanswered until the 1 s deadline; the 39 whose turn only comes after it are not sent at
+/// all, and say so instead of reporting a registry timeout.
+#[test]
+fn images_whose_turn_comes_after_the_deadline_are_not_checked_and_say_why() {
+    let reg = start_dedicated(Mode::Anon);
+    let dir = crate::support::temp_dir();
+    let list = dir.path().join("refs.txt");
+    let refs: String = (0..40)
+        .map(|i| format!("{}/oci/app:v{i}\n", reg.host))
+        .collect();
+    std::fs::write(&list, refs).unwrap();
+    let mark = reg.mark();
+    reg.pause();
+    let r = check(&[
+        "--insecure-registry",
+        &reg.host,
+        "--concurrency",
+        "1",
+        "--timeout",
+        "1",
+        "--request-timeout",
+        "30",
+        "-f",
+        list.to_str().unwrap(),
+    ]);
+    reg.resume();
+    reg.wait_quiet();
+    r.assert_code(20);
+    let images = r.json()["images"].as_array().unwrap().clone();
+    assert_eq!(images.len(), 40);
+    let not_checked: Vec<&serde_json::Value> = images
+        .iter()
+        .filter(|i| i["not_checked"] == "deadline")
+        .collect();
+    assert_eq!(not_checked.len(), 39);
+    assert_eq!(images[0]["not_checked"], serde_json::Value::Null);
+    assert_eq!(images[0]["verdict"], "transient");
+    assert_eq!(
+        images[0]["detail"],
+        format!("GET http://{}/v2/oci/app/manifests/v0: timed out", reg.host)
+    );
+    for i in &not_checked {
+        assert_eq!(i["verdict"], "transient");
+        assert_eq!(i["exit_code"], 20);
+        assert_eq!(
+            i["detail"],
+            "not checked: the 1 s deadline (--timeout) passed before its turn; raise --timeout or --concurrency"
+        );
+        assert_eq!(i["endpoint"], serde_json::Value::Null);
+    }
+    assert_eq!(images[39]["image"], format!("{}/oci/app:v39", reg.host));
+    // One request reached the registry: the first image's.
+    let sent: Vec<String> = reg
+        .requests_since(mark)
+        .iter()
+        .map(|q| format!("{} {}", q.method, q.uri))
+        .collect();
+    assert_eq!(sent, vec!["GET /v2/oci/app/manifests/v0".to_string()]);
+}

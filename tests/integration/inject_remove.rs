@@ -71,6 +71,7 @@ fn inject_then_remove_gives_every_example_back() {
 
 #[test]
 fn a_deployment_known_through_kinds_is_cleaned_too() {
+    // inject reads Deployments only through a --kinds row (scan knows apps/v1 itself).
     let dir = crate::support::temp_dir();
     let kinds = dir.path().join("kinds.yaml");
     std::fs::write(
@@ -94,6 +95,7 @@ fn a_deployment_known_through_kinds_is_cleaned_too() {
     );
     assert_eq!((code, err.as_str()), (0, ""));
     assert!(injected.contains("pullcheck-pull-secrets"), "{injected}");
+    // A mutable template: no warning.
     let (code, removed, err) = binary(
         &["inject", "--kinds", kinds, "--remove", "-f", "-"],
         &injected,

@@ -25,7 +25,7 @@ fn as_kubectl_pullcheck_it_works_and_its_help_says_kubectl_pullcheck() {
     r.assert_code(0);
     assert!(
         r.stdout
-            .contains("Usage: kubectl pullcheck check [OPTIONS] <IMAGE>..."),
+            .contains("Usage: kubectl pullcheck check [OPTIONS] [IMAGE]..."),
         "{}",
         r.stdout
     );

@@ -283,3 +283,127 @@ fn binary_backoff_limit_0_with_restart_never_needs_no_pod_failure_policy() {
     // OnFailure restarts the container in place first; restart-policy-not-never says so.
     assert!(has_rule("OnFailure", 0));
 }
+
+/// A RayJob (containers in its cluster spec) and a Kubeflow Trainer TrainJob (only an
+/// `image` field) are kinds the built-in table lacks: `lint --strict` fails on them instead
+/// of printing nothing and exiting 0, unless --ignore-unknown-kinds.
+const RAY_AND_TRAIN: &str = "\
+apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: r, namespace: ml}
+spec:
+  rayClusterSpec:
+    headGroupSpec:
+      template:
+        spec:
+          containers: [{name: head, image: 'rayproject/ray:2.9.0'}]
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: t}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {image: 'docker.io/team/trainer:v1'}
+";
+
+#[test]
+fn binary_unknown_kinds_with_images_fail_strict_lint() {
+    let (code, out, err) = binary(&["lint", "--strict", "-f", "-"], RAY_AND_TRAIN);
+    assert_eq!(code, 30, "{err}");
+    assert_eq!(
+        out,
+        "-: document 1: RayJob ml/r: /kind: unknown-kind-with-images: unknown kind ray.io/v1 RayJob holds containers: its images are not checked; add it with --kinds\n\
+-: document 2: TrainJob t: /kind: unknown-kind-with-images: unknown kind trainer.kubeflow.org/v1alpha1 TrainJob has an image field: its images are not checked; add it with --kinds\n"
+    );
+    let (code, out, err) = binary(
+        &["lint", "--strict", "--ignore-unknown-kinds", "-f", "-"],
+        RAY_AND_TRAIN,
+    );
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+}
+
+#[test]
+fn binary_a_list_is_linted_item_by_item_with_item_paths() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c}\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n  spec:\n    restartPolicy: Never\n    containers: [{name: c, image: busybox}]\n";
+    let (code, out, err) = binary(&["lint", "--strict", "-f", "-"], list);
+    assert_eq!(code, 30, "{err}");
+    assert_eq!(
+        out,
+        "-: document 1: Pod p: /items/1/spec/initContainers: pullcheck-missing: no pullcheck init container: run `pullcheck inject` so a missing image fails the pod\n"
+    );
+}
+
+#[test]
+fn binary_several_files_and_directories_in_name_order() {
+    let dir = crate::support::temp_dir();
+    let d = dir.path();
+    let pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: Never\n  containers: [{{name: c, image: busybox}}]\n"
+        )
+    };
+    std::fs::create_dir_all(d.join("m/sub")).unwrap();
+    std::fs::write(d.join("m/b.yml"), pod("b")).unwrap();
+    std::fs::write(d.join("m/a.yaml"), pod("a")).unwrap();
+    std::fs::write(
+        d.join("m/c.json"),
+        r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}"#,
+    )
+    .unwrap();
+    std::fs::write(d.join("m/notes.txt"), pod("txt")).unwrap();
+    std::fs::write(d.join("m/empty.yaml"), "# nothing yet\n").unwrap();
+    std::fs::write(d.join("m/sub/d.yaml"), pod("d")).unwrap();
+    std::fs::write(d.join("z.yaml"), pod("z")).unwrap();
+    let m = d.join("m");
+    let z = d.join("z.yaml");
+    let (m, z) = (m.to_str().unwrap(), z.to_str().unwrap());
+    let names = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split(": pullcheck-missing").next().unwrap().to_string())
+            .collect()
+    };
+    let (code, out, err) = binary(&["lint", "-f", z, "-f", m], "");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        names(&out),
+        vec![
+            format!("{z}: document 1: Pod z: /spec/initContainers"),
+            format!("{m}/a.yaml: document 1: Pod a: /spec/initContainers"),
+            format!("{m}/b.yml: document 1: Pod b: /spec/initContainers"),
+        ]
+    );
+    let (code, out, err) = binary(&["lint", "-R", "-f", m, "-o", "json"], "");
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let files: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        vec![
+            format!("{m}/a.yaml"),
+            format!("{m}/b.yml"),
+            format!("{m}/sub/d.yaml"),
+        ]
+    );
+    let empty = d.join("none");
+    std::fs::create_dir(&empty).unwrap();
+    let empty = empty.to_str().unwrap();
+    let (code, out, err) = binary(&["lint", "-f", empty], "");
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "pullcheck: {empty}: no .yaml, .yml or .json files in the directory (-R reads its subdirectories)\n"
+        )
+    );
+    let (code, _, err) = binary(&["lint", "-f", "-", "-f", "-"], "");
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "pullcheck: -f - given more than once: stdin can be read only once\n"
+    );
+}

@@ -595,7 +595,7 @@ fn refused_index_bodies_are_summed_up_and_a_fifo_is_not_read() {
     r.assert_code(0);
     assert!(
         r.stderr.starts_with(&format!(
-            "pullcheck: warning: --index-bodies {}: not a regular file; checking without it\n",
+            "pullcheck: warning: --index-bodies {}: a named pipe (FIFO), not a regular file; checking without it\n",
             fifo.display()
         )),
         "{}",

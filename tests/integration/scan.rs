@@ -87,11 +87,12 @@ fn scan_checks_each_image_once_and_reports_where_it_is_used() {
             (format!("{a}/oci/app:v1-typo"), "not_found".to_string()),
         ]
     );
+    let shown = file.to_str().unwrap();
     assert_eq!(
         j["images"][0]["uses"],
         serde_json::json!([
-            {"document": 1, "kind": "Job", "name": "train", "container": "fetch"},
-            {"document": 2, "kind": "CronJob", "name": "nightly", "container": "main"},
+            {"file": shown, "document": 1, "kind": "Job", "name": "train", "container": "fetch"},
+            {"file": shown, "document": 2, "kind": "CronJob", "name": "nightly", "container": "main"},
         ])
     );
 }
@@ -175,6 +176,106 @@ fn scan_text_is_singular_for_one_and_names_a_place_once() {
     let r = run(&args, &[]);
     assert_eq!(
         r.image(0)["uses"],
-        serde_json::json!([{"document": 1, "kind": "PyTorchJob", "name": "resnet", "container": "pytorch"}])
+        serde_json::json!([{"file": file, "document": 1, "kind": "PyTorchJob", "name": "resnet", "container": "pytorch"}])
+    );
+}
+
+/// What `kubectl get jobs -o yaml` prints: a v1 List. Its Job's missing image fails the scan
+/// as it would in a stream of documents; a RayJob in it (no --kinds row) refuses the scan.
+#[test]
+fn scan_reads_a_list_item_by_item() {
+    let f = fixture();
+    let a = &f.anon.host;
+    let list = format!(
+        "apiVersion: v1\nkind: List\nmetadata: {{resourceVersion: \"\"}}\nitems:\n- apiVersion: batch/v1\n  kind: Job\n  metadata: {{name: j, namespace: team}}\n  spec:\n    template:\n      spec:\n        restartPolicy: Never\n        containers: [{{name: c, image: \"{a}/oci/app:v1-typo\"}}]\n"
+    );
+    let dir = temp_dir();
+    let path = dir.path().join("jobs.yaml");
+    std::fs::write(&path, &list).unwrap();
+    let file = path.to_str().unwrap();
+    let args = [
+        "scan",
+        "--insecure-registry",
+        a,
+        "--platform",
+        "any",
+        "-f",
+        file,
+    ];
+    let r = run(&args, &[]);
+    r.assert_code(11);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert!(lines[0].starts_with("not_found "), "{}", lines[0]);
+    assert!(lines[0].ends_with("  [Job team/j:c]"), "{}", lines[0]);
+    assert_eq!(
+        lines[1],
+        "scanned 1 document, 1 image: 0 pullable, 1 not (exit 11)"
+    );
+    let ray = "- apiVersion: ray.io/v1\n  kind: RayJob\n  metadata: {name: r}\n  spec:\n    rayClusterSpec:\n      headGroupSpec:\n        template:\n          spec:\n            containers: [{name: head, image: 'rayproject/ray:2.9.0'}]\n";
+    std::fs::write(&path, format!("{list}{ray}")).unwrap();
+    let r = run(&args, &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: {file}: document 1 at /items/1: unknown kind ray.io/v1 RayJob holds containers pullcheck doesn't know where to find: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds\n"
+        )
+    );
+}
+
+/// `-f` repeated and a directory: every file is read, the text summary counts them and the
+/// JSON names each use's file.
+#[test]
+fn scan_reads_several_files_and_a_directory() {
+    let f = fixture();
+    let a = &f.anon.host;
+    let dir = temp_dir();
+    let pod = |name: &str, tag: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers: [{{name: c, image: \"{a}/oci/app:{tag}\"}}]\n"
+        )
+    };
+    let m = dir.path().join("m");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("2.yaml"), pod("two", "v1")).unwrap();
+    std::fs::write(m.join("1.yml"), pod("one", "v1-typo")).unwrap();
+    let extra = dir.path().join("extra.yaml");
+    std::fs::write(&extra, pod("three", "v1")).unwrap();
+    let (m, extra) = (m.to_str().unwrap(), extra.to_str().unwrap());
+    let base = [
+        "scan",
+        "--insecure-registry",
+        a,
+        "--platform",
+        "any",
+        "-f",
+        m,
+        "-f",
+        extra,
+    ];
+    let r = run(&base, &[]);
+    r.assert_code(11);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert!(lines[0].ends_with("  [Pod/one:c]"), "{}", lines[0]);
+    assert!(
+        lines[1].ends_with("  [Pod/two:c, Pod/three:c]"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2],
+        "scanned 3 files, 3 documents, 2 images: 1 pullable, 1 not (exit 11)"
+    );
+    let mut json = base.to_vec();
+    json.extend(["-o", "json"]);
+    let r = run(&json, &[]);
+    assert_eq!(
+        r.image(1)["uses"],
+        serde_json::json!([
+            {"file": format!("{m}/2.yaml"), "document": 1, "kind": "Pod", "name": "two", "container": "c"},
+            {"file": extra, "document": 1, "kind": "Pod", "name": "three", "container": "c"},
+        ])
     );
 }

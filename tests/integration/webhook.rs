@@ -179,6 +179,29 @@ pub(crate) fn patch_of(resp: &Value) -> Option<json_patch::Patch> {
     Some(serde_json::from_slice(&bytes).unwrap())
 }
 
+/// The webhook trusts the CA `SSL_CERT_FILE` names, as check does and as its help says
+/// (issue 21: it ignored the variable, so a private-CA registry's answer was "certificate
+/// not trusted", transient, and the Job admitted).
+#[test]
+fn the_webhook_honours_ssl_cert_file() {
+    // The basic-auth registry speaks TLS with a certificate from the test CA.
+    let basic = &fixture().basic;
+    let ca = fixture().ca_file.to_string_lossy().into_owned();
+    let wh =
+        Webhook::start_raw_with_env(&["--allow-loopback-registries"], &[("SSL_CERT_FILE", &ca)]);
+    let resp = wh.validate(&review("job-create-missing-tag.json", &basic.host));
+    let image = format!("{}/oci/app:v404", basic.host);
+    // check with the CA given by --ca-file: the same answer as the webhook's.
+    let detail = check_detail(&image, &[]);
+    assert!(detail.starts_with("missing or private: "), "{detail}");
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let message = resp["status"]["message"].as_str().unwrap();
+    assert_eq!(
+        message.lines().next().unwrap(),
+        format!("main: {image}: unauthenticated ({detail})")
+    );
+}
+
 #[test]
 fn missing_tag_is_denied_with_one_line_per_failing_image() {
     let anon = &fixture().anon;

@@ -104,22 +104,92 @@ fn documents_that_are_no_objects_are_named_and_fail_strict_lint() {
 }
 
 #[test]
-fn scan_says_when_a_workload_of_an_unknown_kind_goes_unchecked() {
+fn scan_refuses_a_workload_of_an_unknown_kind_unless_told() {
     let dir = temp_dir();
     let path = dir.path().join("deploy.yaml");
     std::fs::write(
         &path,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'r.example/a:1'}]\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {image: 'r.example/a:1'}\n---\napiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'r.example/a:1'}]\n",
     )
     .unwrap();
     let file = path.to_str().unwrap();
     let r = run(&["scan", "-f", file], &[]);
+    r.assert_code(2);
+    assert_eq!(r.stdout, "");
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: {file}: document 2: unknown kind ray.io/v1 RayCluster holds containers pullcheck doesn't know where to find: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds\n"
+        )
+    );
+    let r = run(&["scan", "--ignore-unknown-kinds", "-f", file], &[]);
     r.assert_code(0);
     assert_eq!(
         r.stderr,
         format!(
-            "pullcheck: warning: {file}: document 2: unknown kind apps/v1 Deployment holds containers pullcheck doesn't know where to find: not scanned (add it with --kinds)\n"
+            "pullcheck: warning: {file}: document 2: unknown kind ray.io/v1 RayCluster holds containers pullcheck doesn't know where to find: not scanned (--ignore-unknown-kinds)\n"
         )
+    );
+    assert_eq!(
+        r.stdout,
+        "scanned 2 documents, 0 images: 0 pullable, 0 not (exit 0)\n"
+    );
+    // A --kinds row says where to look: the image is checked (and is invalid here).
+    let kinds = dir.path().join("kinds.yaml");
+    std::fs::write(
+        &kinds,
+        "- {apiVersion: ray.io/v1, kind: RayCluster, podTemplatePaths: [spec.template]}\n",
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: 'Bad Image'}]\n",
+    )
+    .unwrap();
+    let r = run(
+        &[
+            "scan",
+            "--kinds",
+            kinds.to_str().unwrap(),
+            "-f",
+            bad.to_str().unwrap(),
+        ],
+        &[],
+    );
+    r.assert_code(10);
+    assert_eq!(r.stderr, "");
+}
+
+/// Deployments, StatefulSets, DaemonSets and ReplicaSets are known to `scan` (their pods pull
+/// like a Job's), not findings: their images are checked without --kinds.
+#[test]
+fn scan_checks_the_long_running_workload_kinds() {
+    let dir = temp_dir();
+    let path = dir.path().join("apps.yaml");
+    let doc = |kind: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: w, namespace: ns}}\nspec:\n  template:\n    spec:\n      containers: [{{name: c, image: 'Bad Image'}}]\n"
+        )
+    };
+    let text = ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"]
+        .map(doc)
+        .join("---\n");
+    std::fs::write(&path, text).unwrap();
+    let r = run(&["scan", "-o", "json", "-f", path.to_str().unwrap()], &[]);
+    r.assert_code(10);
+    assert_eq!(r.stderr, "");
+    let j = r.json();
+    let kinds: Vec<&str> = j["images"][0]["uses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"],
+        "{j}"
     );
 }
 
@@ -143,5 +213,160 @@ fn scan_names_the_namespace_of_each_place_an_image_is_used() {
             .ends_with("[Pod ns1/a:c, Pod ns2/a:c]"),
         "{}",
         r.stdout
+    );
+}
+
+/// `check -f FILE` and `-f -`: one reference a line, blank and `#` lines skipped, after the
+/// IMAGE arguments; what can't be read as such a list is one line naming the file (and line).
+#[test]
+fn check_reads_references_from_files_and_stdin() {
+    let f = crate::support::fixture();
+    let a = &f.anon.host;
+    let ca = f.ca_file.to_str().unwrap();
+    let stdin = format!("# the team's images\n\n  {a}/oci/app:v1-typo  \n{a}/oci/app:v1\n");
+    let out = crate::support::process::output(
+        crate::support::process::pullcheck().args([
+            "check",
+            "--ca-file",
+            ca,
+            "--insecure-registry",
+            a,
+            "--platform",
+            "any",
+            "-o",
+            "json",
+            &format!("{a}/oci/app:v1"),
+            "-f",
+            "-",
+        ]),
+        Some(stdin.as_bytes()),
+    );
+    let r: crate::support::process::Run = out.into();
+    r.assert_code(11);
+    let got: Vec<(String, String)> = r.json()["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["image"].as_str().unwrap().into(),
+                i["verdict"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let want = |tag: &str, v: &str| (format!("{a}/oci/app:{tag}"), v.to_string());
+    assert_eq!(
+        got,
+        vec![
+            want("v1", "pullable"),
+            want("v1-typo", "not_found"),
+            want("v1", "pullable")
+        ]
+    );
+
+    let dir = temp_dir();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let two = write("two.txt", "busybox:1.36\nnginx:1.27 alpine:3\n");
+    let r = run(&["check", "-f", &two], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: -f {two}: line 2: \"nginx:1.27 alpine:3\" holds whitespace; write one image reference a line (comments on lines of their own, starting with #)\n"
+        )
+    );
+    let empty = write("empty.txt", "# nothing\n\n");
+    let r = run(&["check", "-f", &empty], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: -f {empty}: no image references in it (one a line; blank and # lines are skipped)\n"
+        )
+    );
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.to_str().unwrap();
+    let r = run(&["check", "-f", fifo], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!("pullcheck: -f {fifo}: cannot read: not a regular file\n")
+    );
+    let r = run(&["check", "-"], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: '-' is not an image reference; to read references from stdin, use -f -\n"
+    );
+    let r = run(&["check", "-f", "-", "-f", "-"], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: -f - given more than once: stdin can be read only once\n"
+    );
+}
+
+/// A typo in --platform is a usage error naming the close match, not a verdict: against a
+/// single-platform image it used to pass, against an index to fail with 12.
+#[test]
+fn a_platform_flag_typo_is_a_usage_error_with_the_close_match() {
+    let r = run(&["check", "--platform", "linux/amd", "busybox"], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: --platform linux/amd: invalid platform \"linux/amd\": unknown architecture \"amd\" (did you mean linux/amd64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
+    );
+    // What inject hands to the init container's `check` is checked now, not in every pod.
+    let dir = temp_dir();
+    let job = dir.path().join("job.yaml");
+    std::fs::write(&job, JOB).unwrap();
+    let job = job.to_str().unwrap();
+    let r = run(
+        &[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "--check-arg=--platform=linux/amd",
+            "-f",
+            job,
+        ],
+        &[],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: --check-arg: --platform linux/amd: invalid platform \"linux/amd\": unknown architecture \"amd\" (did you mean linux/amd64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
+    );
+    // The chart's clusterPlatforms values arrive as --cluster-platform; checked before the
+    // TLS files are read.
+    let r = run(
+        &[
+            "webhook",
+            "--tls-cert",
+            "/nonexistent/tls.crt",
+            "--tls-key",
+            "/nonexistent/tls.key",
+            "--cluster-platform",
+            "linux/arm64/v8",
+            "--cluster-platform",
+            "lnux/arm64",
+        ],
+        &[],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: --cluster-platform lnux/arm64: invalid platform \"lnux/arm64\": unknown operating system \"lnux\" (did you mean linux/arm64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
     );
 }

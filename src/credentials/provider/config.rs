@@ -240,13 +240,12 @@ fn load_file(file: &Path) -> Result<Vec<ProviderSpec>, ConfigError> {
         file: file.to_path_buf(),
         problem,
     };
-    let meta = std::fs::metadata(file).map_err(|e| invalid(format!("cannot read: {e}")))?;
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(invalid(format!(
+    let text = crate::files::read_capped_text(file, MAX_CONFIG_BYTES).map_err(|e| match e {
+        crate::files::FileError::TooLarge { .. } => invalid(format!(
             "larger than {MAX_CONFIG_BYTES} bytes; this is not a CredentialProviderConfig"
-        )));
-    }
-    let text = std::fs::read_to_string(file).map_err(|e| invalid(format!("cannot read: {e}")))?;
+        )),
+        e => invalid(format!("cannot read: {e}")),
+    })?;
     parse(&text).map_err(invalid).map(|specs| {
         specs
             .into_iter()

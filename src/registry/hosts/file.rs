@@ -30,13 +30,22 @@ pub(super) fn host_directory(root: &Path, host: &str) -> Result<Option<PathBuf>,
     Ok(None)
 }
 
+/// The largest `hosts.toml` read (containerd reads it whole; real ones are a few KiB).
+const MAX_HOSTS_FILE_BYTES: u64 = 1024 * 1024;
+
 /// `loadHostDir`: `hosts.toml` if present and non-empty, else the Docker certs layout.
 pub(super) fn load_dir(dir: &Path) -> Result<Vec<HostConfig>, HostsError> {
     let path = dir.join(HOSTS_FILE);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::files::read_capped(&path, MAX_HOSTS_FILE_BYTES) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => return Err(HostsError::Read { path, source }),
+        Err(e) if e.is_not_found() => Vec::new(),
+        Err(crate::files::FileError::Io(source)) => return Err(HostsError::Read { path, source }),
+        Err(e) => {
+            return Err(HostsError::Read {
+                path,
+                source: io::Error::other(e),
+            });
+        }
     };
     if bytes.is_empty() {
         return load_cert_files(dir);

@@ -55,7 +55,7 @@ pub(crate) enum ReadError {
         /// The file.
         file: PathBuf,
         /// The I/O failure.
-        source: Arc<std::io::Error>,
+        source: Arc<crate::files::FileError>,
     },
     /// The request or the body failed (connection, TLS, timeout), with its causes.
     #[error("GET {path}: {causes}")]
