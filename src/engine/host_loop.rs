@@ -69,7 +69,13 @@ impl HostFailure {
 impl NodeRuntime {
     /// Whether the failure of a later host (`next`) replaces the one kept so far (`kept`)
     /// as the error this runtime reports for the whole host loop.
+    ///
+    /// A 404 after a 404 replaces it in both: the runtimes' "not found" names no host, so the
+    /// report names the last host asked (the upstream: the one the user must fix).
     pub(crate) fn replaces(self, kept: HostFailure, next: HostFailure) -> bool {
+        if kept == HostFailure::NotFound && next == HostFailure::NotFound {
+            return true;
+        }
         match self {
             // Strictly higher priority only: among equals the first host's error stays.
             NodeRuntime::Containerd2 => next.priority() > kept.priority(),
@@ -110,6 +116,8 @@ mod tests {
         // all transport errors: the first is kept (replaces is false among equals).
         assert!(!c2.replaces(Error, Error));
         assert!(!c2.replaces(Status, Status));
+        // 404 after 404: the same verdict, reported from the later host.
+        assert!(c2.replaces(NotFound, NotFound));
     }
 
     #[test]
@@ -118,6 +126,7 @@ mod tests {
         assert_eq!(reported(c17, &[Error, NotFound]), Error);
         assert_eq!(reported(c17, &[NotFound, Error]), Error);
         assert_eq!(reported(c17, &[NotFound, NotFound]), NotFound);
+        assert!(c17.replaces(NotFound, NotFound));
         assert_eq!(reported(c17, &[Status, Error]), Status);
         assert_eq!(reported(c17, &[Error, Status]), Error);
     }

@@ -301,7 +301,7 @@ fn check_reads_references_from_files_and_stdin() {
     r.assert_code(2);
     assert_eq!(
         r.stderr,
-        format!("pullcheck: -f {fifo}: cannot read: not a regular file\n")
+        format!("pullcheck: -f {fifo}: cannot read: a named pipe (FIFO), not a regular file\n")
     );
     let r = run(&["check", "-"], &[]);
     r.assert_code(2);
