@@ -22,6 +22,7 @@ mod k8s_examples;
 mod kubectl_plugin;
 mod layers;
 mod lint;
+mod messages;
 mod metered;
 mod mirrors_explain;
 mod netns;

@@ -801,6 +801,41 @@ fn once_json_reports_what_the_watch_would_do_in_its_namespaces() {
                 "a transient failure and --transient-grace is off; the kubelet keeps retrying".into()),
         ]})
     );
+    // The table, aligned as kubectl aligns its own, and --exit-code: 11, the code of the
+    // one pod it would delete (the others are only reported).
+    let args = watch_args(label, &["--once", "--exit-code"], &c.token_file, &server());
+    let out = process::output(
+        process::pullcheck()
+            .args(&args)
+            .env("RUST_LOG", &c.rust_log),
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(11),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    let pod = format!("{ns}/b-bare");
+    let width = format!("{ns}/c-down-0").len() + 3;
+    assert_eq!(
+        lines[0],
+        format!(
+            "{:<width$}CONTAINER   KUBELET        VERDICT     ACTION   WHY",
+            "POD"
+        ),
+        "{table}"
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "{pod:<width$}main        ErrImagePull   not_found   event    not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done"
+        ),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 4, "{table}");
     // --once changes nothing.
     assert!(watch_events(ns).is_empty());
     assert_eq!(condition(&get_pod(ns, "a-job-0")), None);
