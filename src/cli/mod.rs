@@ -33,7 +33,8 @@ Examples:
   PROGRAM check -f refs.txt                     # one reference a line; -f - reads stdin
   PROGRAM scan -f job.yaml
   PROGRAM scan -f k8s/ -f extra.yaml --kinds rayjob-kinds.yaml
-  PROGRAM inject --fail-fast -f job.yaml | kubectl apply -f -
+  PROGRAM inject --fail-fast --image registry.example.com/pullcheck@sha256:… -f job.yaml | kubectl apply -f -
+  PROGRAM inject --remove -f cronjob.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml
   PROGRAM watch --once -o json
   PROGRAM completion bash > /etc/bash_completion.d/pullcheck";

@@ -27,6 +27,11 @@ pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodie
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// The variable naming that file to `check` (its `--index-bodies`).
 pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
+/// Every pod-template volume pullcheck writes: what `inject --remove` (`k8s/remove.rs`)
+/// takes out with the init container. A new one is added here, in one line.
+pub(crate) const OWNED_VOLUMES: &[&str] = &[VOLUME_NAME, INDEX_BODIES_VOLUME];
+/// Every pod-template annotation pullcheck writes (removed like [`OWNED_VOLUMES`]).
+pub(crate) const OWNED_ANNOTATIONS: &[&str] = &[index_bodies::ANNOTATION];
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -307,7 +312,7 @@ fn put_volume(spec: &mut Map<String, Value>, vol: Value) {
 
 /// Set `metadata.annotations[key]` of `obj` to `value`, or remove it (and an annotations
 /// map it leaves empty) for `None`.
-fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
+pub(super) fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
@@ -352,7 +357,7 @@ fn name_of(v: &Value) -> Option<&str> {
 }
 
 /// Remove the entries named `name` from `spec[list]`, and the list itself if it empties.
-fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
+pub(super) fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
     if let Some(Value::Array(a)) = spec.get_mut(list) {
         let before = a.len();
         a.retain(|v| name_of(v) != Some(name));

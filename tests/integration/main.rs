@@ -16,6 +16,7 @@ mod harness_selftest;
 mod help;
 mod hostile;
 mod inject;
+mod inject_remove;
 mod input_files;
 mod k8s_examples;
 mod kubectl_plugin;

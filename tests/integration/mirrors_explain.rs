@@ -370,7 +370,11 @@ fn manifests_larger_than_the_cap_are_refused_whole() {
     let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
     std::fs::write(&big, doc.repeat(64 * 1024 * 1024 / doc.len() + 1)).unwrap();
     for cmd in ["inject", "lint", "scan"] {
-        let r = run(&[cmd, "-f", big.to_str().unwrap()], &[]);
+        let mut args = vec![cmd, "-f", big.to_str().unwrap()];
+        if cmd == "inject" {
+            args.extend(["--image", crate::support::CHECKER_IMAGE]);
+        }
+        let r = run(&args, &[]);
         r.assert_code(2);
         assert_eq!(
             r.stderr,

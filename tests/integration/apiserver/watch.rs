@@ -419,7 +419,14 @@ fn inject_fail_fast_puts_the_condition_rule_first_and_the_apiserver_keeps_it() {
     ensure_namespace(ns, &[]);
     let (image, _, _) = missing_tag();
     let out = process::output(
-        process::pullcheck().args(["inject", "--fail-fast", "-f", "-"]),
+        process::pullcheck().args([
+            "inject",
+            "--image",
+            support::CHECKER_IMAGE,
+            "--fail-fast",
+            "-f",
+            "-",
+        ]),
         Some(job("fail-fast", &image).to_string().as_bytes()),
     );
     assert!(
