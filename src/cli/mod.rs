@@ -135,6 +135,9 @@ pub(crate) enum CliError {
     Usage(UsageError),
     /// stdout could not be written (closed pipe, full disk).
     Write(std::io::Error),
+    /// pullcheck itself could not run (the async runtime did not start): exit 1, never the
+    /// usage code, which says the input was wrong.
+    Internal(String),
 }
 
 impl From<UsageError> for CliError {
@@ -200,6 +203,10 @@ pub fn run() -> ExitCode {
         }
         Err(CliError::Write(e)) => {
             eprintln!("pullcheck: cannot write output: {e}");
+            ExitCode::from(code::INTERNAL)
+        }
+        Err(CliError::Internal(e)) => {
+            eprintln!("pullcheck: internal error: {e}");
             ExitCode::from(code::INTERNAL)
         }
     }
@@ -302,7 +309,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
+        .map_err(|e| CliError::Internal(format!("cannot start the async runtime: {e}")))
 }
 
 /// The one-shot commands' runtime: a single thread. All checks of one run are futures
@@ -312,7 +319,7 @@ fn cli_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
+        .map_err(|e| CliError::Internal(format!("cannot start the async runtime: {e}")))
 }
 
 fn init_logging(verbose: u8) {
