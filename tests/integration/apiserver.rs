@@ -312,16 +312,30 @@ fn install_crds() {
             None,
         );
     }
-    kubectl_ok(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/pytorchjobs.kubeflow.org",
-            "crd/jobsets.jobset.x-k8s.io",
-        ],
-        None,
-    );
+    // `kubectl wait` fails at once ("<nil> is of the type <nil>") on a CRD the API server
+    // has not given a status yet, instead of waiting: ask again until it waits.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = kubectl(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/pytorchjobs.kubeflow.org",
+                "crd/jobsets.jobset.x-k8s.io",
+            ],
+            None,
+        );
+        if o.ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline && o.stderr.contains("accessor error"),
+            "CRDs not Established: {}",
+            o.stderr
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     // Discovery catches up a little after Established.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
