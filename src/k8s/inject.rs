@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::annotation_budget::{self, ObjectBudget};
 use super::index_bodies;
 use super::policy;
 use super::templates::{Table, pod_templates, pull_secret_names, template_images};
 pub use super::{CONTAINER_NAME, TransientAction, Warning};
+use crate::engine::handover::{self, RegistrySettings};
 
 /// The projected volume holding the template's pull secrets.
 pub(crate) const VOLUME_NAME: &str = "pullcheck-pull-secrets";
@@ -27,6 +29,16 @@ pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodie
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// The variable naming that file to `check` (its `--index-bodies`).
 pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
+/// The pod-template annotation holding the registry configuration handed over
+/// (`engine::handover`).
+pub(crate) const REGISTRY_CONFIG_ANNOTATION: &str = "pullcheck.io/registry-config";
+/// The downward-API volume holding [`REGISTRY_CONFIG_ANNOTATION`].
+pub(crate) const REGISTRY_CONFIG_VOLUME: &str = "pullcheck-registry-config";
+/// Where that volume is mounted, and its one file.
+pub(crate) const REGISTRY_CONFIG_MOUNT_PATH: &str = "/var/run/pullcheck/registry-config";
+pub(crate) const REGISTRY_CONFIG_FILE: &str = "config.json";
+/// The variable naming that file to `check` (its `--registry-config`).
+pub(crate) const REGISTRY_CONFIG_ENV: &str = "PULLCHECK_REGISTRY_CONFIG";
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -66,6 +78,9 @@ pub struct InjectOptions {
     /// A template whose images have some gets them in its [`index_bodies::ANNOTATION`],
     /// and its init container reads them from a downward-API volume. Empty for `inject`.
     pub index_bodies: IndexBodies,
+    /// The registry settings handed to the injected check (the webhook's `--insecure-registry`,
+    /// `--ca-file`, `--hosts-dir`, metered settings; `inject`'s flags of those names).
+    pub registry: RegistrySettings,
 }
 
 impl Default for InjectOptions {
@@ -78,6 +93,7 @@ impl Default for InjectOptions {
             fail_fast: false,
             transient: TransientAction::Count,
             index_bodies: BTreeMap::new(),
+            registry: RegistrySettings::default(),
         }
     }
 }
@@ -148,8 +164,8 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         ..opts.clone()
     };
     let mut kubeflow_warned = false;
-    // Index bodies share one budget for the whole object (see index_bodies::MAX_OBJECT_BYTES).
-    let mut bodies_left = index_bodies::MAX_OBJECT_BYTES;
+    // pullcheck's annotations share one budget for the whole object (annotation_budget).
+    let mut budget = ObjectBudget::new();
     for t in &templates {
         let Some(template) = obj.pointer_mut(&t.pointer) else {
             continue;
@@ -168,9 +184,7 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         } else {
             opts
         };
-        let done = inject_template(template, &t.pointer, these, bodies_left, &mut out);
-        bodies_left = bodies_left.saturating_sub(done.annotation_bytes);
-        if done.checked {
+        if inject_template(template, &t.pointer, these, &mut budget, &mut out) {
             injected.push(t.clone());
         }
     }
@@ -188,18 +202,8 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     out
 }
 
-/// What [`inject_template`] did to one template.
-struct TemplateInjected {
-    /// It has the checker now.
-    checked: bool,
-    /// The bytes of the index-bodies annotation it got.
-    annotation_bytes: usize,
-}
-
-const UNCHANGED: TemplateInjected = TemplateInjected {
-    checked: false,
-    annotation_bytes: 0,
-};
+/// pullcheck's annotations, which don't count as the user's.
+const OUR_ANNOTATIONS: [&str; 2] = [REGISTRY_CONFIG_ANNOTATION, index_bodies::ANNOTATION];
 
 /// The bytes the template's annotations other than pullcheck's take (keys and values).
 fn other_annotations_bytes(template: &Value) -> usize {
@@ -208,31 +212,63 @@ fn other_annotations_bytes(template: &Value) -> usize {
         .and_then(Value::as_object)
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| k.as_str() != index_bodies::ANNOTATION)
+                .filter(|(k, _)| !OUR_ANNOTATIONS.contains(&k.as_str()))
                 .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
                 .sum()
         })
         .unwrap_or(0)
 }
 
-/// Inject into one pod template, with at most `bodies_room` bytes of index bodies.
+/// Take out everything an earlier injection put into the template.
+fn remove_ours(template: &mut Value) {
+    for key in OUR_ANNOTATIONS {
+        set_annotation(template, key, None);
+    }
+    if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+        remove_named(spec, "initContainers", CONTAINER_NAME);
+        for v in [VOLUME_NAME, INDEX_BODIES_VOLUME, REGISTRY_CONFIG_VOLUME] {
+            remove_named(spec, "volumes", v);
+        }
+    }
+}
+
+/// The registry hosts of `refs`, each once, in order (an unparsable reference has none: the
+/// check reports it).
+fn registries_of(refs: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in refs {
+        if let Ok(r) = crate::reference::Reference::parse(r)
+            && !out.iter().any(|d| d == r.domain())
+        {
+            out.push(r.domain().to_string());
+        }
+    }
+    out
+}
+
+/// Inject into one pod template, spending from the object's annotation `budget`; true when
+/// the template has the checker now.
 fn inject_template(
     template: &mut Value,
     at: &str,
     opts: &InjectOptions,
-    bodies_room: usize,
+    budget: &mut ObjectBudget,
     out: &mut Vec<Warning>,
-) -> TemplateInjected {
+) -> bool {
     if is_windows(template) {
         warn(
             out,
             at,
             "Windows pod template: left unchanged (the pullcheck image is Linux-only)",
         );
-        return UNCHANGED;
+        return false;
     }
     if skipped(template) {
-        return UNCHANGED;
+        return false;
+    }
+    if template.get("spec").and_then(Value::as_object).is_none() {
+        warn(out, at, "pod template has no spec: left unchanged");
+        return false;
     }
     let mut refs: Vec<String> = Vec::new();
     for use_ in template_images(template, at) {
@@ -243,56 +279,126 @@ fn inject_template(
         }
         refs.push(use_.image);
     }
-    let secrets = pull_secret_names(template);
-    let bodies = if refs.is_empty() {
-        None
-    } else {
-        let room = bodies_room.min(index_bodies::room_beside(other_annotations_bytes(template)));
-        index_bodies::encode(
-            refs.iter()
-                .filter_map(|r| opts.index_bodies.get(r))
-                .flatten()
-                .map(|(digest, body)| (digest.as_str(), body.as_slice())),
-            room,
-        )
-    };
-    if template.get("spec").and_then(Value::as_object).is_none() {
-        warn(out, at, "pod template has no spec: left unchanged");
-        return UNCHANGED;
-    }
-    set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
-    let annotation_bytes = bodies.as_ref().map_or(0, String::len);
-    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
-        return UNCHANGED;
-    };
-    if bodies.is_none() {
-        remove_named(spec, "volumes", INDEX_BODIES_VOLUME);
-    }
     if refs.is_empty() {
-        remove_named(spec, "initContainers", CONTAINER_NAME);
-        remove_named(spec, "volumes", VOLUME_NAME);
+        remove_ours(template);
         warn(
             out,
             at,
             "no image to check (all imagePullPolicy: Never): no pullcheck init container",
         );
-        return UNCHANGED;
+        return false;
     }
+    let registries = registries_of(&refs);
+    // The registry configuration first: a check without it fails differently from the
+    // webhook's own, so where it can't be written no check is injected.
+    let config = match opts.registry.hand_over(&registries) {
+        Ok(c) => c,
+        Err(refusal) => {
+            remove_ours(template);
+            warn(out, at, format!("{refusal}: no pullcheck init container"));
+            return false;
+        }
+    };
+    let room = budget.room(other_annotations_bytes(template));
+    let config_cost = config.text.as_deref().map_or(0, |t| {
+        annotation_budget::cost(REGISTRY_CONFIG_ANNOTATION, t)
+    });
+    if config_cost > room {
+        remove_ours(template);
+        warn(
+            out,
+            at,
+            format!(
+                "the registry configuration for {} ({config_cost} bytes) does not fit the {room} bytes left for pullcheck's annotations in this object: no pullcheck init container (without it the check would fail where the webhook's passed)",
+                registries.join(", ")
+            ),
+        );
+        return false;
+    }
+    if template.pointer("/spec/hostNetwork") != Some(&Value::Bool(true)) {
+        address_warnings(&config.hosts, at, out);
+    }
+    let bodies = index_bodies::encode(
+        refs.iter()
+            .filter_map(|r| opts.index_bodies.get(r))
+            .flatten()
+            .map(|(digest, body)| (digest.as_str(), body.as_slice())),
+        (room - config_cost).saturating_sub(index_bodies::ANNOTATION.len()),
+    );
+    budget.spend(
+        config_cost
+            + bodies
+                .as_deref()
+                .map_or(0, |b| annotation_budget::cost(index_bodies::ANNOTATION, b)),
+    );
+    set_annotation(template, REGISTRY_CONFIG_ANNOTATION, config.text.as_deref());
+    set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
+    let secrets = pull_secret_names(template);
+    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let handed = Handed {
+        index_bodies: bodies.is_some(),
+        registry_config: config.text.is_some(),
+    };
     let inits = array_entry(spec, "initContainers");
     inits.retain(|c| name_of(c) != Some(CONTAINER_NAME));
-    inits.insert(0, init_container(&refs, &secrets, bodies.is_some(), opts));
+    inits.insert(0, init_container(&refs, &secrets, handed, opts));
     if secrets.is_empty() {
         remove_named(spec, "volumes", VOLUME_NAME);
     } else {
         put_volume(spec, volume(&secrets));
     }
-    if bodies.is_some() {
-        put_volume(spec, index_bodies_volume());
+    for (on, name, vol) in [
+        (
+            handed.index_bodies,
+            INDEX_BODIES_VOLUME,
+            index_bodies_volume as fn() -> Value,
+        ),
+        (
+            handed.registry_config,
+            REGISTRY_CONFIG_VOLUME,
+            registry_config_volume,
+        ),
+    ] {
+        if on {
+            put_volume(spec, vol());
+        } else {
+            remove_named(spec, "volumes", name);
+        }
     }
-    TemplateInjected {
-        checked: true,
-        annotation_bytes,
+    true
+}
+
+/// One warning per registry whose handed-over endpoints include an address only the node
+/// reaches: the init container runs in the pod's network namespace (unless hostNetwork),
+/// while the node's runtime pulls from the node's.
+fn address_warnings(hosts: &[(String, String)], at: &str, out: &mut Vec<Warning>) {
+    let mut warned: Vec<&str> = Vec::new();
+    for (registry, host) in hosts {
+        if warned.contains(&registry.as_str()) {
+            continue;
+        }
+        if let Some(why) = handover::node_only_address(host) {
+            warned.push(registry);
+            warn(
+                out,
+                at,
+                format!(
+                    "registry {registry}: {host} is {why}: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)"
+                ),
+            );
+        }
     }
+}
+
+/// What a template's init container reads from downward-API volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Handed {
+    /// [`index_bodies::ANNOTATION`].
+    pub index_bodies: bool,
+    /// [`REGISTRY_CONFIG_ANNOTATION`].
+    pub registry_config: bool,
 }
 
 /// Put `vol` in `spec.volumes`, in place of the one of its name.
@@ -347,6 +453,14 @@ fn index_bodies_volume() -> Value {
     }], "defaultMode": 420}})
 }
 
+/// The downward-API volume with the template's registry configuration as one file.
+fn registry_config_volume() -> Value {
+    json!({"name": REGISTRY_CONFIG_VOLUME, "downwardAPI": {"items": [{
+        "path": REGISTRY_CONFIG_FILE,
+        "fieldRef": {"apiVersion": "v1", "fieldPath": format!("metadata.annotations['{REGISTRY_CONFIG_ANNOTATION}']")},
+    }], "defaultMode": 420}})
+}
+
 fn name_of(v: &Value) -> Option<&str> {
     v.get("name").and_then(Value::as_str)
 }
@@ -390,7 +504,7 @@ fn array_entry<'a>(spec: &'a mut Map<String, Value>, list: &str) -> &'a mut Vec<
 pub(crate) fn init_container(
     refs: &[String],
     secrets: &[String],
-    index_bodies: bool,
+    handed: Handed,
     opts: &InjectOptions,
 ) -> Value {
     let mut args = vec!["check".to_string()];
@@ -427,17 +541,23 @@ pub(crate) fn init_container(
         mounts
             .push(json!({"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}));
     }
-    if index_bodies {
+    let mut env = Vec::new();
+    if handed.index_bodies {
         mounts.push(json!({"name": INDEX_BODIES_VOLUME, "mountPath": INDEX_BODIES_MOUNT_PATH, "readOnly": true}));
+        env.push(json!({"name": INDEX_BODIES_ENV, "value": format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}")}));
+    }
+    if handed.registry_config {
+        mounts.push(json!({"name": REGISTRY_CONFIG_VOLUME, "mountPath": REGISTRY_CONFIG_MOUNT_PATH, "readOnly": true}));
+        env.push(json!({"name": REGISTRY_CONFIG_ENV, "value": format!("{REGISTRY_CONFIG_MOUNT_PATH}/{REGISTRY_CONFIG_FILE}")}));
     }
     if !mounts.is_empty() {
         c["volumeMounts"] = Value::Array(mounts);
     }
-    if index_bodies {
-        // An environment variable, not `--index-bodies`: a checker image older than the
-        // webhook (a mirror, a pinned digest, a rollback) ignores it instead of exiting 2 on
-        // an unknown flag.
-        c["env"] = json!([{"name": INDEX_BODIES_ENV, "value": format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}")}]);
+    if !env.is_empty() {
+        // Environment variables, not `--index-bodies`/`--registry-config`: a checker image
+        // older than the webhook (a mirror, a pinned digest, a rollback) ignores them
+        // instead of exiting 2 on an unknown flag.
+        c["env"] = Value::Array(env);
     }
     c
 }

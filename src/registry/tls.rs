@@ -22,6 +22,8 @@ use super::limits;
 pub(crate) struct TlsProfile {
     /// Extra CA files (PEM) for this endpoint.
     pub ca_files: Vec<PathBuf>,
+    /// Extra CA certificates (PEM text) for this endpoint.
+    pub ca_pems: Vec<String>,
     /// Accept any server certificate.
     pub skip_verify: bool,
 }
@@ -72,6 +74,22 @@ pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsE
     })
 }
 
+/// Certificates from PEM text handed over by the webhook (`engine::handover`, which
+/// checked them when it read the file).
+pub(crate) fn pem_text(text: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let err = |m: String| TlsError::CaFile {
+        path: PathBuf::from("(--registry-config caBundles)"),
+        message: m,
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(text.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no certificates found".into()));
+    }
+    Ok(certs)
+}
+
 /// Builds and caches HTTP clients per [`TlsProfile`].
 pub(crate) struct ClientPool {
     base_roots: Arc<RootCertStore>,
@@ -81,9 +99,11 @@ pub(crate) struct ClientPool {
 }
 
 impl ClientPool {
-    /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set. Errors name the file.
+    /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set; `ca_pems`: CA
+    /// certificates handed over as PEM text. Errors name the file.
     pub(crate) fn new(
         ca_files: Vec<PathBuf>,
+        ca_pems: &[String],
         guard: Guard,
         user_agent: String,
     ) -> Result<Self, TlsError> {
@@ -92,6 +112,9 @@ impl ClientPool {
         roots.add_parsable_certificates(webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned());
         for f in &ca_files {
             roots.add_parsable_certificates(load_pem(f)?);
+        }
+        for text in ca_pems {
+            roots.add_parsable_certificates(pem_text(text)?);
         }
         Ok(ClientPool {
             base_roots: Arc::new(roots),
@@ -132,6 +155,9 @@ impl ClientPool {
             let mut roots = (*self.base_roots).clone();
             for f in &profile.ca_files {
                 roots.add_parsable_certificates(load_pem(f)?);
+            }
+            for text in &profile.ca_pems {
+                roots.add_parsable_certificates(pem_text(text)?);
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
