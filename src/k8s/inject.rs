@@ -808,4 +808,204 @@ mod tests {
         assert!(t["spec"].get("volumes").is_none(), "{}", t["spec"]);
         assert!(t["spec"]["initContainers"][0].get("env").is_none());
     }
+
+    fn insecure(hosts: &[&str]) -> InjectOptions {
+        InjectOptions {
+            registry: RegistrySettings {
+                insecure: hosts.iter().map(|h| h.to_string()).collect(),
+                ..RegistrySettings::default()
+            },
+            ..InjectOptions::default()
+        }
+    }
+
+    /// The registry configuration comes as annotation, downward-API volume, mount and
+    /// variable, beside the index bodies; injecting again is a fixed point, and a pass
+    /// without settings takes all of it back.
+    #[test]
+    fn registry_config_is_handed_over_idempotently() {
+        let table = Table::builtin();
+        let mut obj = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        let mut opts = insecure(&["10.0.0.5:5000"]);
+        opts.index_bodies = with_bodies(&[("busybox", "sha256:bb", b"{}")]).index_bodies;
+        assert!(inject_object(&mut obj, &opts, &table).is_empty());
+        let t = &obj["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"],
+            json!({
+                "pullcheck.io/registry-config": r#"{"registries":{"10.0.0.5:5000":[{"url":"http://10.0.0.5:5000/v2"}]}}"#,
+                "pullcheck.io/index-bodies": r#"{"sha256:bb":"{}"}"#,
+            })
+        );
+        assert_eq!(
+            t["spec"]["volumes"],
+            json!([
+                {"name": "pullcheck-index-bodies", "downwardAPI": {"items": [{"path": "bodies.json",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['pullcheck.io/index-bodies']"}}],
+                    "defaultMode": 420}},
+                {"name": "pullcheck-registry-config", "downwardAPI": {"items": [{"path": "config.json",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['pullcheck.io/registry-config']"}}],
+                    "defaultMode": 420}},
+            ])
+        );
+        let c = &t["spec"]["initContainers"][0];
+        assert_eq!(
+            c["args"],
+            json!([
+                "check",
+                "--no-docker-config",
+                "10.0.0.5:5000/ml/trainer:v1",
+                "busybox"
+            ])
+        );
+        assert_eq!(
+            c["env"],
+            json!([
+                {"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"},
+                {"name": "PULLCHECK_REGISTRY_CONFIG", "value": "/var/run/pullcheck/registry-config/config.json"},
+            ])
+        );
+        assert_eq!(
+            c["volumeMounts"],
+            json!([
+                {"name": "pullcheck-index-bodies", "mountPath": "/var/run/pullcheck/index-bodies", "readOnly": true},
+                {"name": "pullcheck-registry-config", "mountPath": "/var/run/pullcheck/registry-config", "readOnly": true},
+            ])
+        );
+        let once = obj.clone();
+        assert!(inject_object(&mut obj, &opts, &table).is_empty());
+        assert_eq!(obj, once);
+        // Settings that don't concern this template's registries write nothing.
+        let mut other = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        inject_object(&mut other, &insecure(&["10.9.9.9:5000"]), &table);
+        inject_object(&mut obj, &InjectOptions::default(), &table);
+        let mut plain = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        inject_object(&mut plain, &InjectOptions::default(), &table);
+        assert_eq!(obj, plain);
+        assert_eq!(other, plain);
+    }
+
+    /// A registry on the node's loopback is warned about once, naming it, in a pod-network
+    /// template; a hostNetwork template shares the node's loopback and gets no warning.
+    #[test]
+    fn node_only_addresses_are_warned_about_unless_host_network() {
+        let table = Table::builtin();
+        let opts = insecure(&["127.0.0.1:5000"]);
+        let mut obj = job(&["127.0.0.1:5000/ml/trainer:v1", "127.0.0.1:5000/ml/data:v2"]);
+        let w = inject_object(&mut obj, &opts, &table);
+        assert_eq!(
+            w,
+            [Warning {
+                path: "/spec/template".into(),
+                message: "registry 127.0.0.1:5000: 127.0.0.1:5000 is a loopback address: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)".into(),
+            }]
+        );
+        assert!(obj["spec"]["template"]["spec"]["initContainers"][0].is_object());
+        let mut host = job(&["127.0.0.1:5000/ml/trainer:v1"]);
+        host["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        assert!(inject_object(&mut host, &opts, &table).is_empty());
+        assert!(host["spec"]["template"]["spec"]["initContainers"][0].is_object());
+    }
+
+    /// The hand-over is served before the index bodies and counted per object: a JobSet
+    /// whose replicated Jobs each repeat a large CA bundle gets the check only in the
+    /// templates the budget covers, with a warning naming the registry for the others, and
+    /// an earlier injection there is taken back.
+    #[test]
+    fn the_hand_over_shares_the_object_budget_and_a_template_it_misses_gets_no_check() {
+        let table = Table::builtin();
+        let pem = include_str!("../engine/handover/test-ca.pem");
+        let big = pem.repeat(20); // ~13 KiB of certificates as JSON
+        let opts = InjectOptions {
+            registry: RegistrySettings {
+                ca_bundles: vec![big],
+                ..RegistrySettings::default()
+            },
+            ..with_bodies(&[(
+                "reg.internal/a:1",
+                "sha256:aa",
+                vec![b'x'; 10 * 1024].as_slice(),
+            )])
+        };
+        let rj: Vec<Value> = (0..5)
+            .map(|i| {
+                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "reg.internal/a:1"}]}}}}})
+            })
+            .collect();
+        let mut js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}});
+        // A first pass without the bodies' budget pressure: every template checked.
+        inject_object(&mut js, &InjectOptions::default(), &table);
+        let w = inject_object(&mut js, &opts, &table);
+        let tmpl = |i: usize| &js["spec"]["replicatedJobs"][i]["template"]["spec"]["template"];
+        let got: Vec<(bool, bool, bool)> = (0..5)
+            .map(|i| {
+                let a = &tmpl(i)["metadata"]["annotations"];
+                (
+                    a[REGISTRY_CONFIG_ANNOTATION].is_string(),
+                    a[index_bodies::ANNOTATION].is_string(),
+                    tmpl(i)["spec"].get("initContainers").is_some(),
+                )
+            })
+            .collect();
+        // 13 KiB + 10 KiB twice, then the hand-over alone (the bodies don't fit beside
+        // it), then nothing: 64 KiB.
+        assert_eq!(
+            got,
+            [
+                (true, true, true),
+                (true, true, true),
+                (true, false, true),
+                (false, false, false),
+                (false, false, false)
+            ]
+        );
+        assert_eq!(w.len(), 2, "{w:?}");
+        for (i, w) in w.iter().enumerate() {
+            assert_eq!(
+                w.path,
+                format!("/spec/replicatedJobs/{}/template/spec/template", i + 3)
+            );
+            assert!(
+                w.message.starts_with("the registry configuration for reg.internal (") && w.message.ends_with("no pullcheck init container (without it the check would fail where the webhook's passed)"),
+                "{}",
+                w.message
+            );
+        }
+        assert!(tmpl(3).get("metadata").is_none());
+        assert!(tmpl(3)["spec"].get("volumes").is_none());
+        let once = js.clone();
+        inject_object(&mut js, &opts, &table);
+        assert_eq!(js, once);
+    }
+
+    /// A registry whose hosts.toml sends headers gets no check: the header is never copied
+    /// into the workload, and a check without it could be refused.
+    #[test]
+    fn a_registry_needing_headers_gets_no_check() {
+        let table = Table::builtin();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("reg.internal")).unwrap();
+        std::fs::write(
+            dir.path().join("reg.internal/hosts.toml"),
+            "server = \"https://reg.internal\"\n[header]\nAuthorization = \"Bearer s3cret\"\n",
+        )
+        .unwrap();
+        let opts = InjectOptions {
+            registry: RegistrySettings {
+                hosts_dir: Some(dir.path().to_path_buf()),
+                ..RegistrySettings::default()
+            },
+            ..InjectOptions::default()
+        };
+        let mut obj = job(&["reg.internal/a:1"]);
+        let w = inject_object(&mut obj, &opts, &table);
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            w[0].message,
+            "registry reg.internal: hosts.toml sends header Authorization to reg.internal, which is never copied into the workload (it may be a credential); a check without it could be refused where the node is not: no pullcheck init container"
+        );
+        assert_eq!(obj, job(&["reg.internal/a:1"]));
+    }
 }
