@@ -315,8 +315,16 @@ fn inject_template(
         );
         return false;
     }
-    if template.pointer("/spec/hostNetwork") != Some(&Value::Bool(true)) {
-        address_warnings(&config.hosts, at, out);
+    if config.text.is_some() && template.pointer("/spec/hostNetwork") != Some(&Value::Bool(true)) {
+        // What the check will contact: the endpoints handed over, and the other registries
+        // as they are (a CA bundle alone names none).
+        let mut hosts = config.hosts.clone();
+        for r in &registries {
+            if !hosts.iter().any(|(reg, _)| reg == r) {
+                hosts.push((r.clone(), r.clone()));
+            }
+        }
+        address_warnings(&hosts, at, out);
     }
     let bodies = index_bodies::encode(
         refs.iter()
