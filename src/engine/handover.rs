@@ -88,7 +88,7 @@ pub enum Refusal {
     },
     /// An endpoint of the registry sends `header` entries, which are never handed over.
     #[error(
-        "registry {registry}: hosts.toml sends header {} to {endpoint}, which is never copied into the workload (it may be a credential); a check without it could be refused where the node is not",
+        "registry {registry}: hosts.toml sends header {} to {endpoint}, never copied into workloads",
         .headers.join(", ")
     )]
     Headers {

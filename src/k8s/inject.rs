@@ -309,7 +309,7 @@ fn inject_template(
             out,
             at,
             format!(
-                "the registry configuration for {} ({config_cost} bytes) does not fit the {room} bytes left for pullcheck's annotations in this object: no pullcheck init container (without it the check would fail where the webhook's passed)",
+                "registry config for {} ({config_cost} bytes) exceeds the {room} left for annotations: no pullcheck init container",
                 registries.join(", ")
             ),
         );
@@ -389,11 +389,18 @@ fn address_warnings(hosts: &[(String, String)], at: &str, out: &mut Vec<Warning>
         }
         if let Some(why) = handover::node_only_address(host) {
             warned.push(registry);
+            // Short (admission warnings are cut at 120 characters); docs/webhook.md says
+            // why and what to do.
+            let subject = if host == registry {
+                format!("registry {registry}")
+            } else {
+                format!("registry {registry}: mirror {host}")
+            };
             warn(
                 out,
                 at,
                 format!(
-                    "registry {registry}: {host} is {why}: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)"
+                    "{subject} is {why}: the init container can't reach it from the pod network"
                 ),
             );
         }
@@ -905,7 +912,7 @@ mod tests {
             w,
             [Warning {
                 path: "/spec/template".into(),
-                message: "registry 127.0.0.1:5000: 127.0.0.1:5000 is a loopback address: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)".into(),
+                message: "registry 127.0.0.1:5000 is a loopback address: the init container can't reach it from the pod network".into(),
             }]
         );
         assert!(obj["spec"]["template"]["spec"]["initContainers"][0].is_object());
@@ -976,7 +983,9 @@ mod tests {
                 format!("/spec/replicatedJobs/{}/template/spec/template", i + 3)
             );
             assert!(
-                w.message.starts_with("the registry configuration for reg.internal (") && w.message.ends_with("no pullcheck init container (without it the check would fail where the webhook's passed)"),
+                w.message.starts_with("registry config for reg.internal (")
+                    && w.message
+                        .ends_with(" left for annotations: no pullcheck init container"),
                 "{}",
                 w.message
             );
@@ -1012,7 +1021,7 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(
             w[0].message,
-            "registry reg.internal: hosts.toml sends header Authorization to reg.internal, which is never copied into the workload (it may be a credential); a check without it could be refused where the node is not: no pullcheck init container"
+            "registry reg.internal: hosts.toml sends header Authorization to reg.internal, never copied into workloads: no pullcheck init container"
         );
         assert_eq!(obj, job(&["reg.internal/a:1"]));
     }

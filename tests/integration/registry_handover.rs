@@ -56,7 +56,7 @@ fn inject(jobs: &[Value], flags: &[&str]) -> (Vec<Value>, Vec<String>) {
 /// projected pull secrets from `secrets` (name → `.dockerconfigjson`), each where its
 /// mount puts it below `root`; then the container's args and env, every path under
 /// `/var/run/pullcheck` moved below `root`.
-fn run_init_container(template: &Value, secrets: &[(&str, &str)]) -> Run {
+pub(crate) fn run_init_container(template: &Value, secrets: &[(&str, &str)]) -> Run {
     let dir = support::temp_dir();
     let root = dir.path();
     let at = |p: &str| format!("{}{p}", root.display());
@@ -159,7 +159,7 @@ fn a_plain_http_registry_is_reached_by_the_injected_check() {
     }
     // A pod-network Job can't reach the node's loopback: said once per registry and Job.
     let why = format!(
-        "registry {h}: {h} is a loopback address: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)",
+        "registry {h} is a loopback address: the init container can't reach it from the pod network",
         h = f.anon.host
     );
     let warned: Vec<&String> = stderr.iter().filter(|l| l.ends_with(&why)).collect();
@@ -242,7 +242,7 @@ fn a_private_ca_tls_registry_is_reached_by_the_injected_check() {
     assert_eq!(stderr.len(), 1, "{stderr:?}");
     assert!(
         stderr[0].ends_with(&format!(
-            "registry {h}: {h} is a loopback address: the init container runs in the pod's network namespace and can't reach it, though the node's runtime can; give the registry an address pods reach (or use hostNetwork: true)",
+            "registry {h} is a loopback address: the init container can't reach it from the pod network",
             h = f.basic.host
         )),
         "{stderr:?}"
@@ -316,4 +316,39 @@ fn a_mirror_from_hosts_dir_is_handed_over_and_a_bad_hand_over_is_a_usage_error()
         "{}",
         r.stderr
     );
+}
+
+/// The webhook hands over its own settings (`--insecure-registry`, and the harness's
+/// `--ca-file`): the mutated Job's annotation is exact, the loopback registry is warned
+/// about, the injected container run as the pod would passes, and mutating the result
+/// again changes nothing.
+#[test]
+fn the_webhook_hands_over_its_registry_settings() {
+    use crate::webhook::{Webhook, patch_of, review};
+    let f = fixture();
+    let anon = &f.anon;
+    let wh = Webhook::start(&["--insecure-registry", &anon.host]);
+    let rev = review("job-create.json", &anon.host);
+    let resp = wh.mutate(&rev);
+    assert_eq!(
+        resp["warnings"],
+        json!([format!(
+            "registry {} is a loopback address: the init container can't reach it from the pod network",
+            anon.host
+        )])
+    );
+    let mut obj = rev["request"]["object"].clone();
+    json_patch::patch(&mut obj, &patch_of(&resp).unwrap()).unwrap();
+    let pem = std::fs::read_to_string(&f.ca_file).unwrap();
+    let t = template(&obj);
+    assert_eq!(
+        t["metadata"]["annotations"]["pullcheck.io/registry-config"],
+        json!({"caBundles": [pem], "registries": {anon.host.clone(): [{"url": format!("http://{}/v2", anon.host)}]}})
+            .to_string()
+            .as_str()
+    );
+    run_init_container(t, &[]).assert_code(0);
+    let mut again = rev.clone();
+    again["request"]["object"] = obj;
+    assert!(patch_of(&wh.mutate(&again)).is_none());
 }
