@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::plan::{DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES, MeteredGet};
+use crate::k8s::registry_config::{HandOver, RegistryHandOver};
 use crate::registry::hosts::{self, Capabilities, Endpoint, Scheme};
 
 /// The registry settings of whoever injects the check (the webhook's flags, or `inject`'s).
@@ -101,19 +102,16 @@ pub enum Refusal {
     },
 }
 
-/// A hand-over for one template's registries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HandOver {
-    /// The annotation's JSON; `None` when nothing differs from a check without flags.
-    pub text: Option<String>,
-    /// `(registry, endpoint host)` for every endpoint handed over, in order.
-    pub hosts: Vec<(String, String)>,
+impl RegistryHandOver for RegistrySettings {
+    fn hand_over(&self, registries: &[String]) -> Result<HandOver, String> {
+        self.hand_over_for(registries).map_err(|r| r.to_string())
+    }
 }
 
 impl RegistrySettings {
     /// The hand-over for a template whose images are on `registries` (reference domains,
     /// each once).
-    pub fn hand_over(&self, registries: &[String]) -> Result<HandOver, Refusal> {
+    pub fn hand_over_for(&self, registries: &[String]) -> Result<HandOver, Refusal> {
         let mut wire = Wire {
             ca_bundles: self.ca_bundles.clone(),
             registries: BTreeMap::new(),
@@ -177,33 +175,7 @@ impl RegistrySettings {
 
 /// A CA file's text, checked to hold certificates.
 pub(crate) fn read_pem(path: &Path) -> Result<String, String> {
-    crate::registry::tls::load_pem(path).map_err(|e| e.to_string())?;
-    std::fs::read_to_string(path).map_err(|e| format!("CA file {}: {e}", path.display()))
-}
-
-/// Why `host` (`host[:port]`) is reachable from the node but not from a pod's network
-/// namespace: the node's loopback, a link-local address, or a `localhost` name. `None` for
-/// any other address (a node-only DNS name can't be told from its text).
-pub fn node_only_address(host: &str) -> Option<&'static str> {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => match host.rsplit_once(':') {
-            Some((h, port)) if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => h,
-            _ => host,
-        },
-    };
-    let lower = name.to_ascii_lowercase();
-    if lower == "localhost" || lower.ends_with(".localhost") {
-        return Some("a localhost name");
-    }
-    match name.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_loopback() => Some("a loopback address"),
-        Ok(std::net::IpAddr::V4(v4)) if v4.is_link_local() => Some("a link-local address"),
-        Ok(std::net::IpAddr::V6(v6)) if (v6.segments()[0] & 0xffc0) == 0xfe80 => {
-            Some("a link-local address")
-        }
-        _ => None,
-    }
+    crate::registry::tls::ca_text(path).map_err(|e| e.to_string())
 }
 
 /// What `check --registry-config` read.
@@ -232,13 +204,9 @@ pub(crate) fn decode(text: &str) -> Result<Option<Received>, DecodeError> {
     }
     let wire: Wire = serde_json::from_str(text).map_err(|e| DecodeError(e.to_string()))?;
     let pem = |what: &str, text: &str| -> Result<String, DecodeError> {
-        use rustls::pki_types::{CertificateDer, pem::PemObject};
-        let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(text.as_bytes()).collect();
-        match certs {
-            Ok(c) if !c.is_empty() => Ok(text.to_string()),
-            Ok(_) => Err(DecodeError(format!("{what}: no certificate"))),
-            Err(e) => Err(DecodeError(format!("{what}: {e}"))),
-        }
+        crate::registry::tls::pem_text(text)
+            .map(|_| text.to_string())
+            .map_err(|e| DecodeError(format!("{what}: {e}")))
     };
     let ca_bundles = wire
         .ca_bundles

@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 use super::annotation_budget::{self, ObjectBudget};
 use super::index_bodies;
 use super::policy;
+use super::registry_config::{self, HandOverSource};
 use super::templates::{Table, pod_templates, pull_secret_names, template_images};
 pub use super::{CONTAINER_NAME, TransientAction, Warning};
-use crate::engine::handover::{self, RegistrySettings};
 
 /// The projected volume holding the template's pull secrets.
 pub(crate) const VOLUME_NAME: &str = "pullcheck-pull-secrets";
@@ -29,9 +29,8 @@ pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodie
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// The variable naming that file to `check` (its `--index-bodies`).
 pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
-/// The pod-template annotation holding the registry configuration handed over
-/// (`engine::handover`).
-pub(crate) const REGISTRY_CONFIG_ANNOTATION: &str = "pullcheck.io/registry-config";
+/// The pod-template annotation holding the registry configuration handed over.
+pub(crate) const REGISTRY_CONFIG_ANNOTATION: &str = registry_config::ANNOTATION;
 /// The downward-API volume holding [`REGISTRY_CONFIG_ANNOTATION`].
 pub(crate) const REGISTRY_CONFIG_VOLUME: &str = "pullcheck-registry-config";
 /// Where that volume is mounted, and its one file.
@@ -80,7 +79,7 @@ pub struct InjectOptions {
     pub index_bodies: IndexBodies,
     /// The registry settings handed to the injected check (the webhook's `--insecure-registry`,
     /// `--ca-file`, `--hosts-dir`, metered settings; `inject`'s flags of those names).
-    pub registry: RegistrySettings,
+    pub registry: HandOverSource,
 }
 
 impl Default for InjectOptions {
@@ -93,7 +92,7 @@ impl Default for InjectOptions {
             fail_fast: false,
             transient: TransientAction::Count,
             index_bodies: BTreeMap::new(),
-            registry: RegistrySettings::default(),
+            registry: HandOverSource::default(),
         }
     }
 }
@@ -387,7 +386,7 @@ fn address_warnings(hosts: &[(String, String)], at: &str, out: &mut Vec<Warning>
         if warned.contains(&registry.as_str()) {
             continue;
         }
-        if let Some(why) = handover::node_only_address(host) {
+        if let Some(why) = registry_config::node_only_address(host) {
             warned.push(registry);
             // Short (admission warnings are cut at 120 characters); docs/webhook.md says
             // why and what to do.
@@ -629,6 +628,11 @@ pub(crate) fn inject_documents(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::handover::RegistrySettings;
+
+    fn source(s: RegistrySettings) -> HandOverSource {
+        HandOverSource(Some(Arc::new(s)))
+    }
 
     fn job(images: &[&str]) -> Value {
         let containers: Vec<Value> = images
@@ -826,10 +830,10 @@ mod tests {
 
     fn insecure(hosts: &[&str]) -> InjectOptions {
         InjectOptions {
-            registry: RegistrySettings {
+            registry: source(RegistrySettings {
                 insecure: hosts.iter().map(|h| h.to_string()).collect(),
                 ..RegistrySettings::default()
-            },
+            }),
             ..InjectOptions::default()
         }
     }
@@ -932,10 +936,10 @@ mod tests {
         let pem = include_str!("../engine/handover/test-ca.pem");
         let big = pem.repeat(20); // ~13 KiB of certificates as JSON
         let opts = InjectOptions {
-            registry: RegistrySettings {
+            registry: source(RegistrySettings {
                 ca_bundles: vec![big],
                 ..RegistrySettings::default()
-            },
+            }),
             ..with_bodies(&[(
                 "reg.internal/a:1",
                 "sha256:aa",
@@ -1010,10 +1014,10 @@ mod tests {
         )
         .unwrap();
         let opts = InjectOptions {
-            registry: RegistrySettings {
+            registry: source(RegistrySettings {
                 hosts_dir: Some(dir.path().to_path_buf()),
                 ..RegistrySettings::default()
-            },
+            }),
             ..InjectOptions::default()
         };
         let mut obj = job(&["reg.internal/a:1"]);

@@ -16,6 +16,7 @@ pub(crate) mod index_bodies;
 pub mod inject;
 pub mod lint;
 pub(crate) mod policy;
+pub mod registry_config;
 pub mod templates;
 pub mod yaml;
 

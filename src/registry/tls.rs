@@ -74,20 +74,29 @@ pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsE
     })
 }
 
-/// Certificates from PEM text handed over by the webhook (`engine::handover`, which
-/// checked them when it read the file).
-pub(crate) fn pem_text(text: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let err = |m: String| TlsError::CaFile {
-        path: PathBuf::from("(--registry-config caBundles)"),
-        message: m,
-    };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(text.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| err(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(err("no certificates found".into()));
+/// Certificates from PEM text handed over by the webhook (`engine::handover`), with the
+/// rule of [`load_pem`].
+pub(crate) fn pem_text(text: &str) -> Result<Vec<CertificateDer<'static>>, crate::pem::PemError> {
+    crate::pem::certificates_in(text.as_bytes())
+}
+
+/// The text of a CA file, checked as [`load_pem`] checks it: what is handed over.
+pub(crate) fn ca_text(path: &Path) -> Result<String, TlsError> {
+    load_pem(path)?;
+    crate::files::read_capped_text(path, crate::pem::MAX_CA_FILE_BYTES).map_err(|e| {
+        TlsError::CaFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    })
+}
+
+/// A handed-over bundle that no longer decodes (`check --registry-config` checked it).
+fn handed_over(e: crate::pem::PemError) -> TlsError {
+    TlsError::CaFile {
+        path: PathBuf::from("--registry-config"),
+        message: e.to_string(),
     }
-    Ok(certs)
 }
 
 /// Builds and caches HTTP clients per [`TlsProfile`].
@@ -114,7 +123,7 @@ impl ClientPool {
             roots.add_parsable_certificates(load_pem(f)?);
         }
         for text in ca_pems {
-            roots.add_parsable_certificates(pem_text(text)?);
+            roots.add_parsable_certificates(pem_text(text).map_err(handed_over)?);
         }
         Ok(ClientPool {
             base_roots: Arc::new(roots),
@@ -157,7 +166,7 @@ impl ClientPool {
                 roots.add_parsable_certificates(load_pem(f)?);
             }
             for text in &profile.ca_pems {
-                roots.add_parsable_certificates(pem_text(text)?);
+                roots.add_parsable_certificates(pem_text(text).map_err(handed_over)?);
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
