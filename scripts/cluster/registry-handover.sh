@@ -6,14 +6,16 @@
 #
 #   PC=target/x86_64-unknown-linux-musl/debug/pullcheck scripts/cluster/registry-handover.sh
 #
-# Two registries on the node address 10.244.230.1 (on lo): containerd reaches it, and so do
-# pods, through the bridge's gateway (the pod network namespace has no route to the node's
-# 127.0.0.1). A plain-HTTP one and a TLS one whose certificate comes from a CA of its own;
+# Two registries on the bridge's address 10.244.231.1 (pcbr0, the pods' subnet: the pod
+# network namespace has a route to it and none to the node's 127.0.0.1 or 10.244.230.1);
+# containerd and the webhook, on the host, reach it as a local address. A plain-HTTP one and a TLS one whose certificate comes from a CA of its own;
 # containerd gets hosts.toml for both (server http://…, and ca = the CA). The webhook runs
 # with --insecure-registry for the first and --ca-file for the second, and nothing else
-# about them (no --inject-check-arg). Jobs: present image on each (Complete expected, the
+# about them (no --inject-check-arg); --allow-loopback-registries and --insecure-registry for
+# the infra registry on 127.0.0.1 are for the validating review of the pullcheck image. Jobs: present image on each (Complete expected, the
 # init container passing), a missing tag on each (Failed in seconds by podFailurePolicy,
-# exit 11), and a present image on the plain-HTTP registry injected by `pullcheck inject`
+# exit 11), a hostNetwork Job (Complete too), and a present image on the plain-HTTP
+# registry injected by `pullcheck inject`
 # without the hand-over (the bug: exit 20, Count, until backoffLimit).
 # Output: one line per Job: NAME OUTCOME SECONDS INIT_EXIT, then the stored annotation.
 set -euo pipefail
@@ -30,7 +32,7 @@ PC=${PC:-$ROOT/target/x86_64-unknown-linux-musl/debug/pullcheck}
 eval "$("$ROOT/scripts/cluster.sh" env)"
 K=(kubectl)
 W=${HANDOVER_WORK:-/tmp/pullcheck-handover}
-ADDR=10.244.230.1
+ADDR=10.244.231.1
 rm -rf "$W"; mkdir -p "$W"
 PIDS=()
 cleanup() {
@@ -101,6 +103,7 @@ make_tls "$wt"
 port=$(free_port)
 setsid "$PC" webhook --listen "127.0.0.1:$port" --tls-cert "$wt/server.crt" --tls-key "$wt/server.key" \
   --insecure-registry "$PLAIN" --ca-file "$tls/ca.crt" --fail-fast --transient count \
+  --allow-loopback-registries --insecure-registry "$PULLCHECK_INFRA_REGISTRY" \
   --inject-image "$PC_IMAGE" </dev/null >"$W/webhook.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do curl -fsS --cacert "$wt/ca.crt" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
@@ -125,7 +128,7 @@ EOF
 done
 sleep 2 # the apiserver's webhook configuration informer
 
-job() { # NS NAME IMAGE
+job() { # NS NAME IMAGE [HOST_NETWORK]
   cat <<EOF
 apiVersion: batch/v1
 kind: Job
@@ -136,6 +139,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
+      hostNetwork: ${4:-false}
       automountServiceAccountToken: false
       terminationGracePeriodSeconds: 1
       containers: [{name: main, image: "$3"}]
@@ -161,12 +165,13 @@ ns=handover
 "${K[@]}" label namespace $ns pullcheck-scenario=handover >/dev/null
 "${K[@]}" -n $ns create serviceaccount default >/dev/null 2>&1 || true
 for spec in "plain-present $PLAIN/ml/trainer:v1" "private-present $PRIV/ml/trainer:v1" \
+  "private-hostnetwork $PRIV/ml/trainer:v1 true" \
   "plain-missing $PLAIN/ml/trainer:no-such-tag" "private-missing $PRIV/ml/trainer:no-such-tag"; do
   set -- $spec
   # A missing tag is denied by the validating review: to see the node's verdict, the Job is
   # created with the validating configuration out of the way (only mutated).
   case $1 in *missing) "${K[@]}" delete validatingwebhookconfiguration pullcheck-handover >/dev/null 2>&1 || true ;; esac
-  job $ns "$1" "$2" | "${K[@]}" create -f - 2>"$W/$1.create.txt" >/dev/null || { echo "$1 refused: $(cat "$W/$1.create.txt")"; continue; }
+  job $ns "$1" "$2" "${3:-false}" | "${K[@]}" create -f - 2>"$W/$1.create.txt" >/dev/null || { echo "$1 refused: $(cat "$W/$1.create.txt")"; continue; }
   echo "$1 $(wait_job $ns "$1")"
 done
 "${K[@]}" -n $ns get job plain-present -o json >"$W/plain-present.json"
