@@ -81,8 +81,8 @@ if [ "$failed" = 0 ]; then
 What to try next (the binary is $pc; \`cargo install --path .\` puts pullcheck on your PATH):
   pullcheck check nginx:latest docker.io/library/no-such-image:1  # a public registry
   pullcheck lint -f examples/job-backoff-limit-0.yaml            # what a Job lacks to fail fast
-  pullcheck inject -f examples/job-backoff-limit-0.yaml          # add the init container to a Job
   scripts/publish-image.sh REGISTRY/REPO:TAG   # build and push the image, then install (README: Install)
+  pullcheck inject --image REGISTRY/REPO@sha256:… -f examples/job-backoff-limit-0.yaml  # add the init container (the image it printed)
   docs/fail-fast-results.md                    # what pullcheck changes on a real node
 EOF
 else

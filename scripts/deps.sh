@@ -9,7 +9,9 @@
 #
 #   registry  a throwaway Debian docker-registry and skopeo to push to it (demo, publish test)
 #   test      the integration tests: registry + openssl, htpasswd (basic auth fixtures), jq
-#   static    the musl toolchain and Rust target for the static binary (build-static.sh)
+#   static    the musl toolchain for the static binary (build-static.sh adds the Rust target)
+#   cross     the arm64 cross build and its emulator: aarch64-linux-gnu-gcc for ring's C,
+#             qemu-aarch64-static to run the result (build-static.sh arm64, static-smoke.sh)
 #   image     assembling and pushing the OCI image (build-image.sh, publish-image.sh)
 #   smoke     running that image under runc in a network namespace (image-smoke.sh)
 #   cluster   the single-node cluster's workload image and network (cluster.sh)
@@ -21,12 +23,13 @@ declare -A groups=(
   [registry]="docker-registry:docker-registry skopeo:skopeo curl:curl"
   [test]="docker-registry:docker-registry skopeo:skopeo curl:curl openssl:openssl htpasswd:apache2-utils jq:jq"
   [static]="musl-gcc:musl-tools file:file"
+  [cross]="aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64-static:qemu-user-static file:file"
   [image]="jq:jq file:file skopeo:skopeo"
   [smoke]="runc:runc skopeo:skopeo docker-registry:docker-registry jq:jq openssl:openssl curl:curl ip:iproute2"
   [cluster]="busybox:busybox-static musl-gcc:musl-tools ip:iproute2 jq:jq curl:curl /usr/lib/cni/bridge:containernetworking-plugins"
   [bench]="hyperfine:hyperfine"
 )
-order=(registry test static image smoke cluster bench)
+order=(registry test static cross image smoke cluster bench)
 
 if [ "${1:-}" = --list ]; then
   for g in "${order[@]}"; do
@@ -39,10 +42,9 @@ fi
 
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
-need=() musl_target=0
+need=()
 for g in "${wanted[@]}"; do
   [ -n "${groups[$g]+set}" ] || { echo "deps: unknown group '$g' (groups: ${order[*]})" >&2; exit 2; }
-  [ "$g" = static ] && musl_target=1
   for pair in ${groups[$g]}; do
     bin=${pair%%:*} pkg=${pair#*:}
     command -v "$bin" >/dev/null 2>&1 && continue
@@ -54,8 +56,4 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-if [ "$musl_target" = 1 ] && command -v rustup >/dev/null 2>&1; then
-  rustup target list --installed | grep -q x86_64-unknown-linux-musl \
-    || rustup target add x86_64-unknown-linux-musl >/dev/null
 fi

@@ -48,12 +48,18 @@ def helm(*args):
     return subprocess.run([HELM, *args], capture_output=True, text=True)
 
 
-def render(*args, release="pc", expect_error=None, probe=False):
+# The chart has no default image (image.repository is required, see the "image" section);
+# every other render passes this one first, and a later --set may override it.
+REPO = "registry.example.com/mirror/pullcheck"
+IMAGE = ["--set", f"image.repository={REPO}"]
+
+
+def render(*args, release="pc", expect_error=None, probe=False, image=True):
     """helm template → list of documents; None on failure (the error is printed unless it
     contains `expect_error`). The restart-rules probe's Role, RoleBinding and policy are
     left out unless `probe` (their own section checks them), so the other sections count
-    only their own RBAC."""
-    r = helm("template", release, CHART, "--namespace", NS, *args)
+    only their own RBAC. `image=False` leaves out IMAGE."""
+    r = helm("template", release, CHART, "--namespace", NS, *(IMAGE if image else []), *args)
     if r.returncode != 0:
         if not (expect_error and expect_error in r.stderr):
             print(r.stderr, file=sys.stderr)
@@ -101,8 +107,38 @@ LINT_SETS = {
         "--set", "credentialProviders.tokenRequests.audiences={sts.amazonaws.com}"],
 }
 for name, extra in LINT_SETS.items():
-    r = helm("lint", "--strict", CHART, "--namespace", NS, *extra)
+    r = helm("lint", "--strict", CHART, "--namespace", NS, *IMAGE, *extra)
     check(f"helm lint --strict ({name})", r.returncode == 0, r.stdout + r.stderr)
+
+# ---- image: required, and built for the platforms the chart says the nodes have -------
+NEED_IMAGE = "image.repository is required: pullcheck publishes no image; build and push yours with scripts/publish-image.sh"
+r = helm("template", "pc", CHART, "--namespace", NS)
+check("without image.repository the chart fails to render, naming scripts/publish-image.sh",
+      r.returncode != 0 and NEED_IMAGE in r.stderr and r.stdout == "", r.stderr)
+r = helm("lint", "--strict", CHART, "--namespace", NS)
+# helm lint renders leniently: a missing `required` value is an [INFO] line, not a failure.
+check("... and helm lint names it too ([INFO]: lint doesn't fail on required values)",
+      f"[INFO] Missing required value: {NEED_IMAGE}" in (r.stdout + r.stderr), r.stdout + r.stderr)
+for label, extra in (("watch alone", ["--set", "webhook.enabled=false", "--set", "watch.enabled=true"]),
+                     ("inject.image set, webhook image not", ["--set", "inject.image=mirror.example/pullcheck@sha256:" + "b" * 64])):
+    r = helm("template", "pc", CHART, "--namespace", NS, *extra)
+    check(f"without image.repository ({label}) it fails too", r.returncode != 0 and NEED_IMAGE in r.stderr, r.stderr)
+pinned = render("--set", "image.digest=sha256:" + "c" * 64) or []
+pdep = next((d for d in pinned if d["kind"] == "Deployment"), {"spec": {"template": {"spec": {"containers": [{}]}}}})
+pc = pdep["spec"]["template"]["spec"]["containers"][0]
+check("image.digest pins the webhook and the injected image",
+      pc.get("image") == f"{REPO}@sha256:" + "c" * 64
+      and f"--inject-image={REPO}@sha256:" + "c" * 64 in pc.get("args", []), pc)
+# scripts/publish-image.sh's PLATFORMS are what the image holds; the chart's default
+# clusterPlatforms must be the same list, or pullcheck calls its own image pullable for a
+# node it can't run on (or fails healthy Jobs for a platform the image lacks).
+with open("scripts/publish-image.sh") as f:
+    m = re.search(r'^platforms=\(([^)]*)\)', f.read(), re.M)
+published = sorted("linux/" + p for p in (m.group(1).split() if m else []))
+with open(f"{CHART}/values.yaml") as f:
+    chart_platforms = sorted(yaml.safe_load(f)["clusterPlatforms"])
+check(f"clusterPlatforms {chart_platforms} = the image's platforms {published}",
+      published and chart_platforms == published, (chart_platforms, published))
 
 # ---- defaults --------------------------------------------------------------------------
 docs = render(probe=True)
@@ -192,7 +228,7 @@ check("args: webhook subcommand, enforce, budget 8, both platforms",
       and "--fail-closed" not in args and "--allow-loopback-registries" not in args, args)
 check("args: Docker Hub quota-aware platform check by default (affordable, margin 10)",
       "--metered-get=affordable" in args and "--metered-quota-margin=10" in args, args)
-check("image defaults to appVersion", c["image"] == "ghcr.io/pullcheck/pullcheck:0.1.0", c["image"])
+check("image tag defaults to appVersion", c["image"] == f"{REPO}:0.1.0", c["image"])
 check("tls volume from the Secret", spec["volumes"][0]["secret"]["secretName"] == "pc-pullcheck-tls")
 pdb = one(docs, "PodDisruptionBudget")
 check("PDB minAvailable 1 on the pods", pdb["spec"].get("minAvailable") == 1
@@ -508,7 +544,7 @@ wdep = next(d for d in w if d["kind"] == "Deployment")
 wspec = wdep["spec"]["template"]["spec"]
 wc = wspec["containers"][0]
 check("watch: one replica by default", wdep["spec"]["replicas"] == 1)
-check("watch: same image as the webhook", wc["image"] == "ghcr.io/pullcheck/pullcheck:0.1.0", wc["image"])
+check("watch: same image as the webhook", wc["image"] == f"{REPO}:0.1.0", wc["image"])
 check("watch: default args (listen, rate limit, the webhook's opt-in label)", wc["args"] == [
     "watch", "--listen=0.0.0.0:8080", "--max-deletions-per-minute=30",
     "--namespace-label=pullcheck.io/enabled=true"], wc["args"])

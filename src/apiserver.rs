@@ -196,6 +196,16 @@ impl ApiClient {
     }
 }
 
+/// An API server answer that says "later", not "no": 408, 429 (API Priority and Fairness
+/// sheds load with it, with a `Retry-After`) and every 5xx (an apiserver restarting, etcd
+/// unavailable). The one definition for every face that talks to the API: the watch's
+/// `--once` exits transient (20) on these and usage (2) on other statuses, and the webhook's
+/// restart-rules probe asks again later. client-go retries the same answers
+/// (`k8s.io/client-go/rest/request.go`, `checkWait`/`IsRetryableError`).
+pub(crate) fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500..=599)
+}
+
 /// The bearer token file can't be read.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("token file {}: {source}", file.display())]

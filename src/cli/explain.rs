@@ -44,6 +44,9 @@ struct Explanation {
     kubelet_image_sent_to_cri: String,
     endpoints: Vec<EndpointView>,
     credentials: Vec<String>,
+    /// Each pull-secret key not used for this image, and why (the kubelet keyring's rules).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unmatched_keys: Vec<UnmatchedKey>,
     /// Each credential provider whose matchImages match, and what it answered.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     credential_providers: Vec<String>,
@@ -56,6 +59,15 @@ struct Explanation {
     no_route: Option<String>,
 }
 
+/// A pull-secret key the kubelet's keyring does not use for the image.
+#[derive(serde::Serialize)]
+struct UnmatchedKey {
+    /// Where it was read and the key as written (never the secret).
+    credential: String,
+    /// Each part that fails: `port: …`, `host: …`, `path: …`, `scheme: …`.
+    why: Vec<String>,
+}
+
 #[derive(serde::Serialize)]
 struct EndpointView {
     url: String,
@@ -65,6 +77,10 @@ struct EndpointView {
     credentials_sent: bool,
     skip_verify: bool,
     ca_files: Vec<String>,
+    /// An `--insecure-registry` value that names this host with another port or none, so it
+    /// does not apply here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    insecure_registry_not_applied: Option<String>,
 }
 
 /// Print the explanation; exit 0, or 10 for an invalid reference.
@@ -73,7 +89,11 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("pullcheck: {e}");
-            return Ok(crate::verdict::Verdict::InvalidReference.exit_code());
+            let code = crate::verdict::Verdict::InvalidReference.exit_code();
+            if a.output == Output::Json {
+                return super::print_result(&super::json_error(code, &e.to_string()), code);
+            }
+            return Ok(code);
         }
     };
     let plan = super::plan::plan(&a.resolve)?;
@@ -134,6 +154,16 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
                     .iter()
                     .map(|p| p.display().to_string())
                     .collect(),
+                insecure_registry_not_applied: r.endpoint.insecure_port_mismatch.clone(),
+            })
+            .collect(),
+        unmatched_keys: plan
+            .keychain
+            .pull_secret_misses(&reference.name())
+            .into_iter()
+            .map(|m| UnmatchedKey {
+                credential: m.source.to_string(),
+                why: m.reasons.iter().map(|r| r.to_string()).collect(),
             })
             .collect(),
         credentials,
@@ -190,6 +220,11 @@ fn render(ex: &Explanation) -> String {
             },
             if e.skip_verify { " skip_verify" } else { "" }
         ));
+        if let Some(v) = &e.insecure_registry_not_applied {
+            s.push_str(&format!(
+                "     --insecure-registry {v} does not apply: the port is part of the registry's name\n"
+            ));
+        }
     }
     if ex.credentials.is_empty() {
         s.push_str("credentials:  none match: one anonymous attempt\n");
@@ -197,6 +232,15 @@ fn render(ex: &Explanation) -> String {
         s.push_str("credentials (tried in order until one pulls):\n");
         for (i, c) in ex.credentials.iter().enumerate() {
             s.push_str(&format!("  {}. {c}\n", i + 1));
+        }
+    }
+    if !ex.unmatched_keys.is_empty() {
+        s.push_str(&format!(
+            "pull-secret keys not used for {} (kubelet keyring rules):\n",
+            ex.kubelet_repo_to_pull
+        ));
+        for k in &ex.unmatched_keys {
+            s.push_str(&format!("  - {}: {}\n", k.credential, k.why.join("; ")));
         }
     }
     for p in &ex.credential_providers {

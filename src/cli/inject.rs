@@ -12,6 +12,7 @@ use crate::k8s::KubernetesVersion;
 use crate::k8s::inject::{
     DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_documents,
 };
+use crate::k8s::remove::remove_object;
 use crate::k8s::yaml::to_yaml_stream;
 use crate::verdict::code;
 
@@ -41,13 +42,28 @@ map key or list element. See docs/fail-fast.md."
     )]
     pub kinds: Option<PathBuf>,
 
-    /// The checker's image (pin it by digest; mirror it next to the workload).
-    #[arg(long = "image", value_name = "IMAGE", help_heading = "Init container",
-        default_value_t = default_image(),
-        long_help = "The pullcheck image for the init container, pulled with IfNotPresent. It is \
-the one image that can itself leave a pod in Init:ImagePullBackOff: mirror it to the registry \
-your workloads use and pin it by digest (lint flags an unpinned one).")]
-    pub image: String,
+    /// The checker's image (required: pin it by digest; mirror it next to the workload).
+    #[arg(
+        long = "image",
+        value_name = "IMAGE",
+        help_heading = "Init container",
+        long_help = "The pullcheck image for the init container, pulled with IfNotPresent. \
+Required: there is no published default, and an image the nodes can't pull leaves every pod in \
+Init:ImagePullBackOff. scripts/publish-image.sh REGISTRY/REPO:TAG builds and pushes it and prints \
+the --image IMAGE@sha256:… to pass. It is the one image that can itself strand a pod: mirror it \
+to the registry your workloads use and pin it by digest (lint flags an unpinned one)."
+    )]
+    pub image: Option<String>,
+
+    /// Take pullcheck out instead: its init container, volumes, annotations and rules.
+    #[arg(long = "remove", help_heading = "Input",
+        conflicts_with_all = ["image", "check_args", "fail_fast", "transient", "kubernetes_version"],
+        long_help = "Write the manifests without pullcheck: its init container, its volumes and \
+annotations and its podFailurePolicy rules are removed from every pod template inject knows \
+(--kinds too); everything else stays, byte for byte. For uninstalling: apply the output to \
+CronJobs, Deployments and runtimes' objects; a stored Job, JobSet or Pod can't change its \
+template, so those are warned about and must be recreated (kubectl replace --force -f).")]
+    pub remove: bool,
 
     /// CPU request and limit of the init container.
     #[arg(long = "cpu", value_name = "QUANTITY", help_heading = "Init container",
@@ -156,7 +172,10 @@ fn parse_kubernetes_version(text: &str) -> Result<KubernetesVersion, String> {
 impl InjectArgs {
     /// The library options these flags describe, and the warning when the cluster's
     /// version can't carry out `--transient` as asked.
-    pub(crate) fn options(&self) -> Result<(InjectOptions, Option<String>), UsageError> {
+    pub(crate) fn options(
+        &self,
+        image: String,
+    ) -> Result<(InjectOptions, Option<String>), UsageError> {
         let (transient, warning) = self.transient.resolve(self.kubernetes_version);
         if let Some(d) = self.hosts_dir.as_ref().filter(|d| !d.is_dir()) {
             return Err(UsageError(format!(
@@ -171,7 +190,7 @@ impl InjectArgs {
             None,
         )?;
         let options = InjectOptions {
-            image: self.image.clone(),
+            image,
             cpu: self.cpu.clone(),
             memory: self.memory.clone(),
             check_args: self.check_args.clone(),
@@ -185,23 +204,29 @@ impl InjectArgs {
     }
 }
 
-/// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
-/// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
-pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
-    let table = load_table(a.kinds.as_deref())?;
-    let mut docs = read_documents(&a.filename)?;
-    let (options, version_warning) = a.options()?;
-    validate_options(&options, "")?;
-    if let Some(w) = version_warning {
-        eprintln!("pullcheck: warning: {w}");
-    }
-    if let Some(w) = unpinned_image_warning("--image", &options.image) {
-        eprintln!("pullcheck: warning: {w}");
-    }
+/// `inject --remove`: the stream without pullcheck on stdout, warnings on stderr, exit 0.
+fn remove(
+    a: &InjectArgs,
+    docs: &mut [crate::k8s::yaml::Document],
+    table: &crate::k8s::templates::Table,
+) -> Result<u8, CliError> {
     let shown = a.filename.display();
-    let warnings = inject_documents(&mut docs, &options, &table);
+    let mut warnings = Vec::new();
+    for d in docs.iter_mut() {
+        warnings.extend(
+            remove_object(&mut d.value, table)
+                .into_iter()
+                .map(|w| (d.number, w)),
+        );
+    }
     let out = to_yaml_stream(docs.iter().map(|d| &d.value))
         .map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    print_warnings(&shown.to_string(), &warnings);
+    super::print(&out)?;
+    Ok(code::OK)
+}
+
+fn print_warnings(shown: &str, warnings: &[(usize, crate::k8s::Warning)]) {
     for (doc, w) in warnings {
         let at = if w.path.is_empty() {
             String::new()
@@ -213,6 +238,44 @@ pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
             w.message
         );
     }
+}
+
+/// Run `pullcheck inject`: the rewritten stream on stdout, one warning line per finding on
+/// stderr, exit 0. Unreadable or invalid input is a usage error naming file and document.
+pub(crate) fn run(a: InjectArgs) -> Result<u8, CliError> {
+    // No default image: the project's image name is a placeholder nobody publishes. Naming
+    // it on purpose is allowed (with the warning below); leaving --image out is not.
+    let image = match (&a.image, a.remove) {
+        (_, true) => None,
+        (Some(image), false) => Some(image.clone()),
+        (None, false) => {
+            return Err(UsageError(format!(
+                "inject needs --image: the pullcheck image your nodes pull; publish it with \
+scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --image IMAGE@sha256:… it prints \
+({} is a placeholder nobody publishes)",
+                default_image()
+            ))
+            .into());
+        }
+    };
+    let table = load_table(a.kinds.as_deref())?;
+    let mut docs = read_documents(&a.filename)?;
+    let Some(image) = image else {
+        return remove(&a, &mut docs, &table);
+    };
+    let (options, version_warning) = a.options(image)?;
+    validate_options(&options, "")?;
+    if let Some(w) = version_warning {
+        eprintln!("pullcheck: warning: {w}");
+    }
+    if let Some(w) = unpinned_image_warning("--image", &options.image) {
+        eprintln!("pullcheck: warning: {w}");
+    }
+    let shown = a.filename.display();
+    let warnings = inject_documents(&mut docs, &options, &table);
+    let out = to_yaml_stream(docs.iter().map(|d| &d.value))
+        .map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    print_warnings(&shown.to_string(), &warnings);
     super::print(&out)?;
     Ok(code::OK)
 }

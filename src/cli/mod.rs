@@ -33,7 +33,8 @@ Examples:
   PROGRAM check -f refs.txt                     # one reference a line; -f - reads stdin
   PROGRAM scan -f job.yaml
   PROGRAM scan -f k8s/ -f extra.yaml --kinds rayjob-kinds.yaml
-  PROGRAM inject --fail-fast -f job.yaml | kubectl apply -f -
+  PROGRAM inject --fail-fast --image registry.example.com/pullcheck@sha256:… -f job.yaml | kubectl apply -f -
+  PROGRAM inject --remove -f cronjob.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml
   PROGRAM watch --once -o json
   PROGRAM completion bash > /etc/bash_completion.d/pullcheck";
@@ -56,6 +57,7 @@ Examples:
 const WATCH_EXAMPLES: &str = "\
 Examples:
   pullcheck watch --once                     # what it would do now, in a table
+  pullcheck watch --once --exit-code         # non-zero (11-14, 20) when it would act
   pullcheck watch --dry-run                  # run, log, count; change nothing
   pullcheck watch --namespace-label pullcheck.io/enabled=true --transient-grace 600
   helm upgrade pullcheck charts/pullcheck --set watch.enabled=true";
@@ -133,6 +135,9 @@ pub(crate) enum CliError {
     Usage(UsageError),
     /// stdout could not be written (closed pipe, full disk).
     Write(std::io::Error),
+    /// pullcheck itself could not run (the async runtime did not start): exit 1, never the
+    /// usage code, which says the input was wrong.
+    Internal(String),
 }
 
 impl From<UsageError> for CliError {
@@ -163,8 +168,15 @@ pub fn run() -> ExitCode {
             Err(_) => ExitCode::from(code::INTERNAL),
         };
     }
-    let matches = plugin::command(invocation).get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = match plugin::command(invocation).try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return flag_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return flag_error(e),
+    };
+    let json = cli.command.wants_json();
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Completion { shell } => completion(shell),
@@ -180,6 +192,10 @@ pub fn run() -> ExitCode {
         Ok(c) => ExitCode::from(c),
         Err(CliError::Usage(e)) => {
             eprintln!("pullcheck: {e}");
+            if json {
+                // Best effort: the exit code says "usage" even if stdout is gone.
+                let _ = print(&json_error(code::USAGE, &e.0));
+            }
             ExitCode::from(code::USAGE)
         }
         Err(CliError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
@@ -189,7 +205,74 @@ pub fn run() -> ExitCode {
             eprintln!("pullcheck: cannot write output: {e}");
             ExitCode::from(code::INTERNAL)
         }
+        Err(CliError::Internal(e)) => {
+            eprintln!("pullcheck: internal error: {e}");
+            ExitCode::from(code::INTERNAL)
+        }
     }
+}
+
+impl Command {
+    /// True when the command was asked for one JSON document on stdout (`-o json`).
+    fn wants_json(&self) -> bool {
+        match self {
+            Command::Check(a) => a.output == args::Output::Json,
+            Command::Explain(a) => a.output == args::Output::Json,
+            Command::Scan(a) => a.output == args::Output::Json,
+            Command::Lint(a) => a.output == lint::LintOutput::Json,
+            Command::Watch(a) => a.output == args::Output::Json,
+            Command::Inject(_) | Command::Webhook(_) | Command::Completion { .. } => false,
+        }
+    }
+}
+
+/// The document `-o json` prints when the command ends without its own, e.g. on a usage
+/// error: `{"schema_version": 1, "exit_code": 2, "error": "…"}` (docs/json-schema.md), so a
+/// script reading stdout always gets a document naming the exit code.
+pub(crate) fn json_error(exit_code: u8, error: &str) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({
+        "schema_version": crate::report::json::SCHEMA_VERSION,
+        "exit_code": exit_code,
+        "error": error,
+    }))
+    .unwrap_or_default()
+        + "\n"
+}
+
+/// A flag clap rejects: clap's own message on stderr and exit 2, and with `-o json` (or
+/// `--output json`, `--output=json`, `-ojson`) on the command line also [`json_error`] on
+/// stdout. `--help` and `--version` are printed as clap prints them.
+fn flag_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let _ = e.print();
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if asks_for_json(&argv) {
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        let _ = print(&json_error(code::USAGE, message));
+    }
+    ExitCode::from(code::USAGE)
+}
+
+/// The raw command line asks for JSON output, in any of the spellings clap accepts.
+fn asks_for_json(argv: &[String]) -> bool {
+    argv.iter().enumerate().any(|(i, a)| {
+        matches!(a.as_str(), "--output=json" | "-ojson" | "-o=json")
+            || (matches!(a.as_str(), "-o" | "--output")
+                && argv.get(i + 1).is_some_and(|v| v == "json"))
+    })
 }
 
 /// Write `text` to stdout and flush it, so that a failed write is seen here rather than
@@ -226,7 +309,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
+        .map_err(|e| CliError::Internal(format!("cannot start the async runtime: {e}")))
 }
 
 /// The one-shot commands' runtime: a single thread. All checks of one run are futures
@@ -236,7 +319,7 @@ fn cli_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the async runtime: {e}")).into())
+        .map_err(|e| CliError::Internal(format!("cannot start the async runtime: {e}")))
 }
 
 fn init_logging(verbose: u8) {

@@ -97,9 +97,22 @@ registries with mirrors here, not_found, denied and unauthenticated are only rep
         long,
         help_heading = "Output",
         long_help = "List the Pending pods once, apply the decision table to each failing pull \
-and print the result (exit 0); nothing is changed. A one-shot report of a cluster."
+and print the result (exit 0, or with --exit-code non-zero when it would act); nothing is \
+changed. A one-shot report of a cluster."
     )]
     pub once: bool,
+
+    /// With --once: exit non-zero when the watch would act on a pod.
+    #[arg(
+        long = "exit-code",
+        requires = "once",
+        help_heading = "Output",
+        long_help = "With --once, exit with the code check gives the verdicts of the pods the \
+watch would mark and delete: the lowest of 11-14 among them (20 for a transient failure past \
+--transient-grace), 0 when it would act on none. Pods it would only report (no Job owner, \
+transient within the grace) don't count. Like git diff --exit-code, for scripts."
+    )]
+    pub exit_code: bool,
 
     /// Output format of --once, on stdout.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
@@ -239,21 +252,33 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         let report = match crate::watch::once(&api, &settings).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("pullcheck: {}", api_hint(&e, token_file.as_deref()));
+                let line = api_hint(&e, token_file.as_deref());
+                eprintln!("pullcheck: {line}");
                 // A refused token or a missing permission is the caller's to fix (usage);
-                // an API server that doesn't answer may answer later (transient).
-                return Ok(match e.status() {
-                    Some(_) => crate::verdict::code::USAGE,
-                    None => crate::verdict::Verdict::Transient.exit_code(),
-                });
+                // an API server that doesn't answer, or answers "later" (429, 5xx), may
+                // answer later (transient).
+                let code = match e.status() {
+                    Some(s) if !crate::apiserver::is_retryable_status(s) => {
+                        crate::verdict::code::USAGE
+                    }
+                    _ => crate::verdict::Verdict::Transient.exit_code(),
+                };
+                if a.output == Output::Json {
+                    return super::print_result(&super::json_error(code, &line), code);
+                }
+                return Ok(code);
             }
         };
         let text = match a.output {
             Output::Json => crate::watch::report_json(&report),
             Output::Text => crate::watch::report_text(&report),
         };
-        super::print(&text)?;
-        return Ok(crate::verdict::code::OK);
+        let code = if a.exit_code {
+            crate::watch::once_exit_code(&report)
+        } else {
+            crate::verdict::code::OK
+        };
+        return super::print_result(&text, code);
     }
     crate::watch::serve(api, settings, a.listen)
         .await

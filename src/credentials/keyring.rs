@@ -110,6 +110,39 @@ impl Keyring {
         out
     }
 
+    /// The keys [`Keyring::lookup`] does not use for `repo_to_pull`, each with why, in
+    /// lookup order: what `explain` prints when a pull secret "doesn't work".
+    pub(crate) fn misses(&self, repo_to_pull: &str) -> Vec<KeyMiss> {
+        let hub_used = self.index.iter().all(|k| !urls_match_str(k, repo_to_pull))
+            && is_default_registry_match(repo_to_pull);
+        let mut out = Vec::new();
+        for key in &self.index {
+            let mut reasons = mismatches(key, repo_to_pull);
+            if reasons.is_empty() || (key == DEFAULT_REGISTRY_HOST && hub_used) {
+                continue;
+            }
+            if key == DEFAULT_REGISTRY_HOST && is_default_registry_match(repo_to_pull) {
+                reasons = vec![Mismatch::HubFallbackUnused];
+            }
+            for c in &self.creds[key] {
+                // A scheme the kubelet keeps explains every other failing part at once.
+                let reasons = match c.source.key.split_once("://") {
+                    Some((scheme, _)) if scheme != "https" && scheme != "http" => {
+                        vec![Mismatch::Scheme {
+                            scheme: scheme.to_owned(),
+                        }]
+                    }
+                    _ => reasons.clone(),
+                };
+                out.push(KeyMiss {
+                    source: c.source.clone(),
+                    reasons,
+                });
+            }
+        }
+        out
+    }
+
     #[cfg(test)]
     /// The index keys, in lookup order (reverse-sorted, de-duplicated).
     pub(crate) fn index_keys(&self) -> &[String] {
@@ -166,24 +199,154 @@ pub fn is_default_registry_match(image: &str) -> bool {
 ///
 /// A string Go's `url.Parse` rejects, or a malformed glob, is "no match".
 pub fn urls_match_str(glob: &str, target: &str) -> bool {
-    let (Some(glob), Some(target)) = (
+    mismatches(glob, target).is_empty()
+}
+
+/// Which part of the keyring key `glob` fails to match the image repository `target`, by
+/// the rules of [`urls_match_str`] (the kubelet's `URLsMatch`), every failing part at once;
+/// empty when the key matches. For `explain`, which names why a pull secret is not used.
+pub(crate) fn mismatches(glob: &str, target: &str) -> Vec<Mismatch> {
+    let (Some(g), Some(t)) = (
         GoUrl::parse(&format!("https://{glob}")),
         GoUrl::parse(&format!("https://{target}")),
     ) else {
-        return false;
+        return vec![Mismatch::NotAUrl];
     };
-    let (glob_labels, glob_port) = split_url(&glob.host);
-    let (target_labels, target_port) = split_url(&target.host);
-    if glob_port != target_port || glob_labels.len() != target_labels.len() {
-        return false;
+    let (glob_labels, glob_port) = split_url(&g.host);
+    let (target_labels, target_port) = split_url(&t.host);
+    let mut out = Vec::new();
+    if glob_port != target_port {
+        out.push(Mismatch::Port {
+            key: glob_port.to_owned(),
+            image: target_port.to_owned(),
+        });
     }
-    if !target.path.starts_with(&glob.path) {
-        return false;
-    }
-    glob_labels
+    let host = |labels: &[&str]| labels.join(".");
+    if glob_labels.len() != target_labels.len() {
+        out.push(Mismatch::LabelCount {
+            key: host(&glob_labels),
+            image: host(&target_labels),
+        });
+    } else if let Some((k, i)) = glob_labels
         .iter()
         .zip(&target_labels)
-        .all(|(g, t)| filepath_match(g, t) == Ok(true))
+        .find(|(g, t)| filepath_match(g, t) != Ok(true))
+    {
+        out.push(Mismatch::Label {
+            key: (*k).to_owned(),
+            image: (*i).to_owned(),
+        });
+    }
+    if !t.path.starts_with(&g.path) {
+        out.push(Mismatch::Path {
+            key: g.path,
+            image: t.path,
+        });
+    }
+    out
+}
+
+/// One reason a keyring key does not match an image ([`mismatches`]). `Display` is one
+/// phrase naming the part (`port:`, `host:`, `path:`, `scheme:`) and both sides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    /// The ports differ; `""` is no port, which matches no port but never a given one.
+    Port {
+        /// The key's port, `""` for none.
+        key: String,
+        /// The image registry's port, `""` for none.
+        image: String,
+    },
+    /// The hosts have different numbers of `.`-separated labels (`*` never spans a `.`).
+    LabelCount {
+        /// The key's host, without port.
+        key: String,
+        /// The image's host, without port.
+        image: String,
+    },
+    /// A host label does not match its glob label (`filepath.Match`, case-sensitive).
+    Label {
+        /// The key's label.
+        key: String,
+        /// The image's label.
+        image: String,
+    },
+    /// The key's path is not a string prefix of the image's repository path.
+    Path {
+        /// The key's path, e.g. `/team`.
+        key: String,
+        /// The image's path, e.g. `/other/app`.
+        image: String,
+    },
+    /// The key was written with a scheme the kubelet does not strip (only `https://` and
+    /// `http://` are), e.g. `docker://`, so its host is read as `docker:`.
+    Scheme {
+        /// The scheme as written, without `://`.
+        scheme: String,
+    },
+    /// The key or the image does not parse as a URL the way Go's `url.Parse` does.
+    NotAUrl,
+    /// Docker Hub's key (`index.docker.io`, `https://index.docker.io/v1/`) serves
+    /// `docker.io` images only when no other key matches (`isDefaultRegistryMatch`).
+    HubFallbackUnused,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let port = |p: &str| {
+            if p.is_empty() {
+                "no port".to_string()
+            } else {
+                format!("port {p}")
+            }
+        };
+        match self {
+            Mismatch::Port { key, image } => write!(
+                f,
+                "port: the key has {}, the image's registry has {}; ports must be equal",
+                port(key),
+                port(image)
+            ),
+            Mismatch::LabelCount { key, image } => {
+                let labels = |h: &str| match h.split('.').count() {
+                    1 => "1 label".to_string(),
+                    n => format!("{n} labels"),
+                };
+                write!(
+                    f,
+                    "host: {key} has {}, {image} has {}; a * never spans a dot",
+                    labels(key),
+                    labels(image)
+                )
+            }
+            Mismatch::Label { key, image } => {
+                write!(f, "host: {key} does not match {image}")
+            }
+            Mismatch::Path { key, image } => write!(
+                f,
+                "path: the key's {key} is not a prefix of the image's {}",
+                if image.is_empty() { "(none)" } else { image }
+            ),
+            Mismatch::Scheme { scheme } => write!(
+                f,
+                "scheme: the kubelet strips only https:// and http://, so a {scheme}:// key is \
+read as the host {scheme}:; write the key without {scheme}://"
+            ),
+            Mismatch::NotAUrl => f.write_str("not a URL the kubelet can parse"),
+            Mismatch::HubFallbackUnused => f.write_str(
+                "Docker Hub's default key serves docker.io images only when no other key matches",
+            ),
+        }
+    }
+}
+
+/// A keyring key that matched nothing for an image, with why ([`Keyring::misses`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyMiss {
+    /// Where the key was read and the key as written; never a secret.
+    pub source: CredentialSource,
+    /// Every part that failed.
+    pub reasons: Vec<Mismatch>,
 }
 
 /// The kubelet's `ParseSchemelessURL` succeeds: `key` (a `matchImages` entry) is a valid
@@ -576,6 +739,74 @@ mod tests {
             users(&union_lookup(&[&other, &k], "docker.io/a/b")),
             ["hub"]
         );
+    }
+
+    /// `explain`'s reasons: every key that is not used, and which part failed, as the
+    /// kubelet's `URLsMatch` decides.
+    #[test]
+    fn misses_name_the_part_that_fails() {
+        let mut k = Keyring::new();
+        k.add(
+            &config(&[
+                ("127.0.0.1", "a"),
+                ("127.0.0.1:5443/team", "b"),
+                ("docker://127.0.0.1:5443", "c"),
+                ("*.example.com", "d"),
+                ("127.0.0.1:5443/app", "ok"),
+                ("https://index.docker.io/v1/", "hub"),
+            ]),
+            "pull secret s",
+        );
+        let shown: Vec<String> = k
+            .misses("127.0.0.1:5443/app")
+            .iter()
+            .map(|m| {
+                let why: Vec<String> = m.reasons.iter().map(|r| r.to_string()).collect();
+                format!(
+                    "{} key {}: {}",
+                    m.source.origin,
+                    m.source.key,
+                    why.join("; ")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "pull secret s key https://index.docker.io/v1/: port: the key has no port, the \
+image's registry has port 5443; ports must be equal; host: index.docker.io has 3 labels, \
+127.0.0.1 has 4 labels; a * never spans a dot",
+                "pull secret s key docker://127.0.0.1:5443: scheme: the kubelet strips only \
+https:// and http://, so a docker:// key is read as the host docker:; write the key without \
+docker://",
+                "pull secret s key 127.0.0.1:5443/team: path: the key's /team is not a prefix of \
+the image's /app",
+                "pull secret s key 127.0.0.1: port: the key has no port, the image's registry \
+has port 5443; ports must be equal",
+                "pull secret s key *.example.com: port: the key has no port, the image's \
+registry has port 5443; ports must be equal; host: *.example.com has 3 labels, 127.0.0.1 has \
+4 labels; a * never spans a dot",
+            ]
+        );
+        // Docker Hub's key serves a docker.io image only when nothing else matches.
+        let mut hub = Keyring::new();
+        hub.add(
+            &config(&[("https://index.docker.io/v1/", "hub"), ("docker.io", "io")]),
+            "t",
+        );
+        assert_eq!(
+            hub.misses("docker.io/library/busybox"),
+            [KeyMiss {
+                source: CredentialSource {
+                    origin: "t".into(),
+                    key: "https://index.docker.io/v1/".into()
+                },
+                reasons: vec![Mismatch::HubFallbackUnused]
+            }]
+        );
+        let mut only_hub = Keyring::new();
+        only_hub.add(&config(&[("https://index.docker.io/v1/", "hub")]), "t");
+        assert_eq!(only_hub.misses("docker.io/library/busybox"), []);
     }
 
     #[test]

@@ -41,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 pub use auth_file::AuthFile;
 pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerConfigError};
+pub(crate) use keyring::KeyMiss;
 pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
 pub use pull_secrets::load_pull_secrets;
 pub use secret::Secret;
@@ -260,6 +261,12 @@ impl Keychain {
             out.extend(docker.lookup_keys(repo_to_pull, host));
         }
         out
+    }
+
+    /// The pull-secret keys not used for `repo_to_pull`, each with the part of the kubelet's
+    /// keyring match that failed ([`Keyring::misses`]).
+    pub(crate) fn pull_secret_misses(&self, repo_to_pull: &str) -> Vec<KeyMiss> {
+        self.pull_secrets.misses(repo_to_pull)
     }
 }
 

@@ -123,8 +123,14 @@ impl RegistrySettings {
                 registry: registry.clone(),
                 message,
             };
-            let configured = hosts::endpoints(self.hosts_dir.as_deref(), registry, &self.insecure)
-                .map_err(|e| unreadable(e.to_string()))?;
+            let mut configured =
+                hosts::endpoints(self.hosts_dir.as_deref(), registry, &self.insecure)
+                    .map_err(|e| unreadable(e.to_string()))?;
+            // Only a hint for the injector's own messages (`--insecure-registry` given
+            // without the port): not a setting to hand over.
+            for e in &mut configured {
+                e.insecure_port_mismatch = None;
+            }
             let plain =
                 hosts::endpoints(None, registry, &[]).map_err(|e| unreadable(e.to_string()))?;
             if configured == plain {
@@ -259,6 +265,8 @@ pub(crate) fn decode(text: &str) -> Result<Option<Received>, DecodeError> {
                 skip_verify: w.skip_verify,
                 headers: Vec::new(),
                 is_mirror: w.mirror,
+                // A hint about the injector's flags, not a setting: not handed over.
+                insecure_port_mismatch: None,
             });
         }
         if out.is_empty() {

@@ -15,7 +15,7 @@ use crate::manifest::{self, Selection};
 use crate::platform::Platform;
 use crate::reference::{Digest, Reference};
 use crate::registry::client::{ManifestRequest, ManifestResponse, Registry};
-use crate::registry::error::RegistryError;
+use crate::registry::error::{Failure, RegistryError};
 use crate::registry::quota::Quota;
 use crate::verdict::Verdict;
 
@@ -76,8 +76,21 @@ impl Attempt {
         self
     }
 
-    fn failed(mut self, e: &RegistryError) -> Attempt {
-        let (v, detail) = classify::verdict_for(e);
+    fn failed(mut self, route: &Route, e: &RegistryError) -> Attempt {
+        let (v, mut detail) = classify::verdict_for(e);
+        if let (
+            Some(value),
+            RegistryError::Transport {
+                failure: Failure::PlainHttp(host),
+                ..
+            },
+        ) = (&route.endpoint.insecure_port_mismatch, e)
+        {
+            detail.push_str(&format!(
+                "; --insecure-registry {value} does not cover {host}: the port is part of the \
+registry's name"
+            ));
+        }
         self.guard_refused = classify::is_guard_refusal(e);
         if self.digest.is_none() {
             self.host_failure = Some(HostFailure::of(e));
@@ -172,7 +185,7 @@ impl Resolver<'_> {
         }
         let resp = match resp {
             Ok(r) => r,
-            Err(e) => return attempt.failed(&e),
+            Err(e) => return attempt.failed(route, &e),
         };
         let digest = match verified_digest(self.reference, &resp) {
             Ok(d) => d,
@@ -235,7 +248,7 @@ impl Resolver<'_> {
                     };
                     return attempt.not_checked(&reason).found();
                 }
-                Err(e) => return attempt.failed(&e),
+                Err(e) => return attempt.failed(route, &e),
             },
         };
         self.index(route, &body, targets, target_text, margin, attempt)

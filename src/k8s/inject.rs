@@ -38,6 +38,13 @@ pub(crate) const REGISTRY_CONFIG_MOUNT_PATH: &str = "/var/run/pullcheck/registry
 pub(crate) const REGISTRY_CONFIG_FILE: &str = "config.json";
 /// The variable naming that file to `check` (its `--registry-config`).
 pub(crate) const REGISTRY_CONFIG_ENV: &str = "PULLCHECK_REGISTRY_CONFIG";
+/// Every pod-template volume pullcheck writes: what `inject --remove` (`k8s/remove.rs`)
+/// takes out with the init container. A new one is added here, in one line.
+pub(crate) const OWNED_VOLUMES: &[&str] =
+    &[VOLUME_NAME, INDEX_BODIES_VOLUME, REGISTRY_CONFIG_VOLUME];
+/// Every pod-template annotation pullcheck writes (removed like [`OWNED_VOLUMES`]).
+pub(crate) const OWNED_ANNOTATIONS: &[&str] =
+    &[REGISTRY_CONFIG_ANNOTATION, index_bodies::ANNOTATION];
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -201,9 +208,6 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     out
 }
 
-/// pullcheck's annotations, which don't count as the user's.
-const OUR_ANNOTATIONS: [&str; 2] = [REGISTRY_CONFIG_ANNOTATION, index_bodies::ANNOTATION];
-
 /// The bytes the template's annotations other than pullcheck's take (keys and values).
 fn other_annotations_bytes(template: &Value) -> usize {
     template
@@ -211,7 +215,7 @@ fn other_annotations_bytes(template: &Value) -> usize {
         .and_then(Value::as_object)
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| !OUR_ANNOTATIONS.contains(&k.as_str()))
+                .filter(|(k, _)| !OWNED_ANNOTATIONS.contains(&k.as_str()))
                 .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
                 .sum()
         })
@@ -220,12 +224,12 @@ fn other_annotations_bytes(template: &Value) -> usize {
 
 /// Take out everything an earlier injection put into the template.
 fn remove_ours(template: &mut Value) {
-    for key in OUR_ANNOTATIONS {
+    for key in OWNED_ANNOTATIONS {
         set_annotation(template, key, None);
     }
     if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
         remove_named(spec, "initContainers", CONTAINER_NAME);
-        for v in [VOLUME_NAME, INDEX_BODIES_VOLUME, REGISTRY_CONFIG_VOLUME] {
+        for v in OWNED_VOLUMES {
             remove_named(spec, "volumes", v);
         }
     }
@@ -427,7 +431,7 @@ fn put_volume(spec: &mut Map<String, Value>, vol: Value) {
 
 /// Set `metadata.annotations[key]` of `obj` to `value`, or remove it (and an annotations
 /// map it leaves empty) for `None`.
-fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
+pub(super) fn set_annotation(obj: &mut Value, key: &str, value: Option<&str>) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
@@ -480,7 +484,7 @@ fn name_of(v: &Value) -> Option<&str> {
 }
 
 /// Remove the entries named `name` from `spec[list]`, and the list itself if it empties.
-fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
+pub(super) fn remove_named(spec: &mut Map<String, Value>, list: &str, name: &str) {
     if let Some(Value::Array(a)) = spec.get_mut(list) {
         let before = a.len();
         a.retain(|v| name_of(v) != Some(name));

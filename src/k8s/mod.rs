@@ -5,6 +5,7 @@
 //!   image extraction shared by `inject`, `lint`, `scan` and the webhook;
 //! - [`inject`]: adds the `pullcheck` init container (and, with fail-fast, [`policy`]'s
 //!   podFailurePolicy rules);
+//! - [`remove`]: takes out everything `inject` owns (`inject --remove`);
 //! - [`lint`]: the gaps that keep a broken image from failing a workload fast.
 //!
 //! The names `inject`, `policy` and `lint` share (the container name, the transient action,
@@ -17,6 +18,7 @@ pub mod inject;
 pub mod lint;
 pub(crate) mod policy;
 pub mod registry_config;
+pub mod remove;
 pub mod templates;
 pub mod yaml;
 

@@ -125,6 +125,30 @@ pub enum ReferenceError {
 /// no reference may contain, else a digest too short for the grammar, else a tag too
 /// long, else the grammar's shape. Only the message: the kind stays the upstream one.
 fn format_problem(input: &str) -> String {
+    if let Some(prefix) = transport_prefix(input) {
+        let rest = &input[prefix.len()..];
+        let (what, plain_http) = match prefix {
+            "http://" => ("a URL scheme", true),
+            "https://" => ("a URL scheme", false),
+            p if p.contains("://") => ("a transport prefix (skopeo's)", false),
+            _ => {
+                return format!(
+                    "{prefix} is skopeo's transport for an image outside any registry; the \
+kubelet pulls registry references such as registry.example.com/app:v1"
+                );
+            }
+        };
+        let mut why = format!(
+            "{prefix} is {what}, not part of an image reference; drop the {prefix} prefix: {rest}"
+        );
+        if plain_http {
+            let host = rest.split('/').next().unwrap_or_default();
+            why.push_str(&format!(
+                " (and pass --insecure-registry {host} for a plain-HTTP registry)"
+            ));
+        }
+        return why;
+    }
     if let Some(bad) = bad_character(input) {
         return bad;
     }
@@ -149,15 +173,49 @@ fn format_problem(input: &str) -> String {
     if let Some((repo, tag)) = name.rsplit_once(':')
         && !tag.contains('/')
         && !repo.is_empty()
-        && tag.len() > grammar::MAX_TAG_LENGTH
     {
-        return format!(
-            "tag is {} characters long, the limit is {}",
-            tag.len(),
-            grammar::MAX_TAG_LENGTH
-        );
+        if tag.is_empty() {
+            return format!(
+                "the tag after ':' is empty; name one ({repo}:TAG) or drop the ':' to pull {repo}:{DEFAULT_TAG}"
+            );
+        }
+        if tag.len() > grammar::MAX_TAG_LENGTH {
+            return format!(
+                "tag is {} characters long, the limit is {}",
+                tag.len(),
+                grammar::MAX_TAG_LENGTH
+            );
+        }
     }
     "not of the form [registry/]repository[:tag][@digest]".into()
+}
+
+/// The `scheme://` or skopeo transport (`containers/image` `transports/alltransports`:
+/// `docker://`, `docker-archive:`, …) an image reference was pasted with, e.g. `docker://`
+/// in `docker://busybox:1.36` or `https://` in a registry URL: the kubelet takes a bare
+/// reference. Only asked about an input that already failed the grammar, so a valid
+/// reference such as `oci:v1` (repository `oci`, tag `v1`) is never misread.
+fn transport_prefix(input: &str) -> Option<&str> {
+    if let Some(i) = input.find("://") {
+        let scheme = &input[..i];
+        if !scheme.is_empty()
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        {
+            return Some(&input[..i + 3]);
+        }
+    }
+    // skopeo's transports without slashes: `docker-daemon:`, `oci:`, `containers-storage:`.
+    [
+        "docker-daemon:",
+        "containers-storage:",
+        "oci-archive:",
+        "docker-archive:",
+    ]
+    .into_iter()
+    .find(|t| input.starts_with(t))
+    .map(|t| &input[..t.len()])
 }
 
 /// The uppercase message, unless a character no reference may contain is the real problem
@@ -623,6 +681,43 @@ mod tests {
                 "a//b",
                 "invalid_reference_format",
                 "not of the form [registry/]repository[:tag][@digest]",
+            ),
+            (
+                "docker://busybox:1.36",
+                "invalid_reference_format",
+                "docker:// is a transport prefix (skopeo's), not part of an image reference; \
+drop the docker:// prefix: busybox:1.36",
+            ),
+            (
+                "http://127.0.0.1:5000/app:v1",
+                "invalid_reference_format",
+                "http:// is a URL scheme, not part of an image reference; drop the http:// \
+prefix: 127.0.0.1:5000/app:v1 (and pass --insecure-registry 127.0.0.1:5000 for a plain-HTTP \
+registry)",
+            ),
+            (
+                "https://ghcr.io/org/app",
+                "invalid_reference_format",
+                "https:// is a URL scheme, not part of an image reference; drop the https:// \
+prefix: ghcr.io/org/app",
+            ),
+            (
+                "docker-archive:/tmp/app.tar",
+                "invalid_reference_format",
+                "docker-archive: is skopeo's transport for an image outside any registry; the \
+kubelet pulls registry references such as registry.example.com/app:v1",
+            ),
+            (
+                "trainer:",
+                "invalid_reference_format",
+                "the tag after ':' is empty; name one (trainer:TAG) or drop the ':' to pull \
+trainer:latest",
+            ),
+            (
+                "ghcr.io/org/trainer:",
+                "invalid_reference_format",
+                "the tag after ':' is empty; name one (ghcr.io/org/trainer:TAG) or drop the ':' \
+to pull ghcr.io/org/trainer:latest",
             ),
         ] {
             let e = Reference::parse(input).unwrap_err();

@@ -410,10 +410,13 @@ fn describe_tls(e: &rustls::Error) -> String {
             "certificate not trusted (unknown issuer); pass its CA with --ca-file or hosts.toml ca"
                 .into()
         }
-        rustls::Error::InvalidCertificate(C::NotValidForName)
-        | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => {
+        rustls::Error::InvalidCertificate(C::NotValidForName) => {
             "certificate is for another name".into()
         }
+        rustls::Error::InvalidCertificate(C::NotValidForNameContext {
+            expected,
+            presented,
+        }) => name_mismatch(&expected.to_str(), presented),
         rustls::Error::InvalidCertificate(C::Expired)
         | rustls::Error::InvalidCertificate(C::ExpiredContext { .. }) => {
             "certificate expired".into()
@@ -422,9 +425,89 @@ fn describe_tls(e: &rustls::Error) -> String {
     }
 }
 
+/// At most this many of a certificate's names are listed in a name-mismatch message.
+const MAX_NAMES_SHOWN: usize = 8;
+
+/// "certificate is for another name" with the names the certificate holds and the one asked
+/// for. `presented` is rustls-webpki's list of the leaf's subjectAltName entries in its
+/// `Debug` form (`DnsName("reg.example")`, `IpAddress(10.0.0.1)`): only those count, the
+/// subject's common name is never matched (rustls-webpki `subject_name/dns_name.rs`, as Go's crypto/x509
+/// since 1.15).
+fn name_mismatch(expected: &str, presented: &[String]) -> String {
+    let names: Vec<&str> = presented
+        .iter()
+        .map(|p| {
+            p.strip_prefix("DnsName(\"")
+                .and_then(|r| r.strip_suffix("\")"))
+                .or_else(|| {
+                    p.strip_prefix("IpAddress(")
+                        .and_then(|r| r.strip_suffix(')'))
+                })
+                .unwrap_or(p)
+        })
+        .collect();
+    if names.is_empty() {
+        return format!(
+            "certificate is for another name: it has no subjectAltName, and the common name is \
+not used; reissue it with {expected} in its subjectAltName"
+        );
+    }
+    let mut shown = names
+        .iter()
+        .take(MAX_NAMES_SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_NAMES_SHOWN {
+        shown.push_str(&format!(" and {} more", names.len() - MAX_NAMES_SHOWN));
+    }
+    format!(
+        "certificate is for another name: it names {shown}, not {expected}; use one of those \
+names or reissue the certificate with {expected} in its subjectAltName"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_mismatch_names_the_certificate_names() {
+        let e =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext {
+                expected: rustls::pki_types::ServerName::try_from("reg.example").unwrap(),
+                presented: vec![
+                    "DnsName(\"localhost\")".into(),
+                    "IpAddress(127.0.0.1)".into(),
+                    "DnsName(\"*.internal.example\")".into(),
+                ],
+            });
+        assert_eq!(
+            describe_tls(&e),
+            "certificate is for another name: it names localhost, 127.0.0.1, *.internal.example, \
+not reg.example; use one of those names or reissue the certificate with reg.example in its \
+subjectAltName"
+        );
+        let none =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext {
+                expected: rustls::pki_types::ServerName::try_from("10.0.0.1").unwrap(),
+                presented: vec![],
+            });
+        assert_eq!(
+            describe_tls(&none),
+            "certificate is for another name: it has no subjectAltName, and the common name is \
+not used; reissue it with 10.0.0.1 in its subjectAltName"
+        );
+        let many: Vec<String> = (0..10)
+            .map(|i| format!("DnsName(\"n{i}.example\")"))
+            .collect();
+        assert_eq!(
+            name_mismatch("x.example", &many),
+            "certificate is for another name: it names n0.example, n1.example, n2.example, \
+n3.example, n4.example, n5.example, n6.example, n7.example and 2 more, not x.example; use one \
+of those names or reissue the certificate with x.example in its subjectAltName"
+        );
+    }
 
     fn request(url: &str, method: Method) -> Request {
         Request {

@@ -1,5 +1,5 @@
-//! One line per image: verdict, normalized reference, digest, platform, registry, elapsed ms,
-//! and for failures the detail.
+//! One line per image: verdict, normalized reference, whole digest, platform, registry,
+//! elapsed ms, and for failures the detail.
 
 use crate::engine::{Outcome, PlatformResult};
 
@@ -7,8 +7,10 @@ use crate::engine::{Outcome, PlatformResult};
 pub(crate) fn line(o: &Outcome) -> String {
     let reference = super::printable(o.reference.as_deref().unwrap_or(&o.image));
     let mut s = format!("{:<17} {}", o.verdict.as_str(), reference);
+    // The whole digest, as `crane digest` prints it: it is what a user pins
+    // (`image@sha256:…`), and a prefix can't be pinned.
     if let Some(d) = &o.digest {
-        s.push_str(&format!(" {}", short_digest(d)));
+        s.push_str(&format!(" {d}"));
     }
     if let Some(p) = platform(o) {
         s.push(' ');
@@ -77,13 +79,5 @@ pub(crate) fn print_warnings(outcomes: &[Outcome]) {
     let mut err = std::io::stderr().lock();
     for w in outcomes.iter().flat_map(warnings) {
         let _ = writeln!(err, "{w}");
-    }
-}
-
-/// `sha256:0123456789ab` (first 12 hex characters).
-pub(crate) fn short_digest(d: &str) -> String {
-    match d.split_once(':') {
-        Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
-        None => d.to_string(),
     }
 }

@@ -180,6 +180,9 @@ struct Tracked {
     pod: Value,
     reported: bool,
     retry_at: Option<SystemTime>,
+    /// This watch marked the pod and its delete has not succeeded yet: a retry of the delete
+    /// is due at `retry_at`, whatever events the mark itself causes.
+    pending_delete: bool,
 }
 
 /// A token bucket: `per_minute` deletions, refilled continuously.
@@ -393,17 +396,31 @@ impl Controller {
                 pod: Value::Null,
                 reported: false,
                 retry_at: None,
+                pending_delete: false,
             }
         });
         entry.pod = pod;
+        // An event supersedes a wait, except a delete this watch still owes: the events
+        // its own mark causes must not cancel the retry of a failed delete.
+        let owed_retry = entry.retry_at.filter(|_| entry.pending_delete);
         entry.retry_at = None;
         let first_seen = entry.first_seen;
         if f.marked {
-            if f.owner == Owner::Job
-                && !self.settings.dry_run
-                && marked_before(&entry.pod, STALE_MARK)
+            if f.owner != Owner::Job || self.settings.dry_run {
+                return;
+            }
+            if let Some(at) = owed_retry
+                && at > now
             {
+                entry.retry_at = Some(at);
+                return;
+            }
+            if entry.pending_delete || marked_before(&entry.pod, STALE_MARK) {
                 self.delete(&f).await;
+            } else {
+                // Another replica's fresh mark: take it over once it is stale, without
+                // waiting for the pod to change again.
+                entry.retry_at = Some(now + STALE_MARK);
             }
             return;
         }
@@ -522,6 +539,9 @@ impl Controller {
                 return;
             }
         }
+        if let Some(t) = self.tracked.get_mut(&f.pod.uid) {
+            t.pending_delete = true;
+        }
         let message = format!(
             "{text}: marked {CONDITION_TYPE} and deleting the pod, so its Job fails now instead of waiting in ImagePullBackOff"
         );
@@ -559,6 +579,7 @@ impl Controller {
                 // mark and the delete cause don't count the pod as newly stuck.
                 if let Some(t) = self.tracked.get_mut(&f.pod.uid) {
                     t.retry_at = None;
+                    t.pending_delete = false;
                     if deleted {
                         self.metrics
                             .seconds_to_action

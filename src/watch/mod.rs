@@ -118,12 +118,16 @@ pub(crate) fn report_json(report: &[Assessment]) -> String {
         + "\n"
 }
 
-/// `--once` as a table.
+/// `--once` as a table, aligned as kubectl aligns its tables.
 pub(crate) fn report_text(report: &[Assessment]) -> String {
     if report.is_empty() {
         return "no Pending pod is failing an image pull\n".into();
     }
-    let mut out = String::from("POD\tCONTAINER\tKUBELET\tVERDICT\tACTION\tWHY\n");
+    let mut rows: Vec<Vec<String>> = vec![
+        ["POD", "CONTAINER", "KUBELET", "VERDICT", "ACTION", "WHY"]
+            .map(String::from)
+            .to_vec(),
+    ];
     for a in report {
         let f = a
             .finding
@@ -131,18 +135,64 @@ pub(crate) fn report_text(report: &[Assessment]) -> String {
             .as_ref()
             .expect("assessed findings have a failure");
         let (action, why) = decision_text(a);
-        out.push_str(&format!(
-            "{}/{}\t{}\t{}\t{}\t{}\t{}\n",
-            a.finding.pod.namespace,
-            a.finding.pod.name,
-            f.container,
-            f.classification.reason.map_or("-", |r| r.as_str()),
-            f.classification.verdict.map_or("unknown", |v| v.as_str()),
+        rows.push(vec![
+            format!("{}/{}", a.finding.pod.namespace, a.finding.pod.name),
+            f.container.clone(),
+            f.classification.reason.map_or("-", |r| r.as_str()).into(),
+            f.classification
+                .verdict
+                .map_or("unknown", |v| v.as_str())
+                .into(),
             action,
-            why
-        ));
+            why,
+        ]);
+    }
+    aligned(&rows)
+}
+
+/// Rows as kubectl prints a table: Go's `text/tabwriter` with kubectl's settings
+/// (`k8s.io/cli-runtime/pkg/printers/tabwriter.go` `GetNewTabWriter`: minwidth 6, padding 3,
+/// padded with spaces, left-aligned). Every column but the last is as wide as its widest
+/// cell plus 3, at least 6; the last is not padded, and no line ends in a space.
+fn aligned(rows: &[Vec<String>]) -> String {
+    const MIN_WIDTH: usize = 6;
+    const PADDING: usize = 3;
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns.saturating_sub(1))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count() + PADDING)
+                .max()
+                .unwrap_or(0)
+                .max(MIN_WIDTH)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if let Some(w) = widths.get(c)
+                && c + 1 < row.len()
+            {
+                line.extend(std::iter::repeat_n(' ', w - cell.chars().count()));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
+}
+
+/// `--once --exit-code`: the code `check` would give the verdicts of the pods the watch
+/// would act on (the lowest permanent code among them, else 20, else 0), so a script sees
+/// "it would act" and why from the code alone. Pods it would only report don't count.
+pub(crate) fn once_exit_code(report: &[Assessment]) -> u8 {
+    crate::verdict::combined_exit_code(report.iter().filter_map(|a| match a.decision {
+        Decision::Act { verdict } => Some(verdict),
+        _ => None,
+    }))
 }
 
 #[derive(Clone)]
@@ -209,4 +259,79 @@ pub(crate) async fn serve(
         .await?;
     work.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Pending pod of `owner` (a Job when `Some`) whose `main` container waits on `message`.
+    fn stuck(name: &str, job: bool, message: &str) -> Assessment {
+        let owners = if job {
+            json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "ju", "controller": true}])
+        } else {
+            json!([])
+        };
+        let pod = json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": name, "resourceVersion": "1",
+                "ownerReferences": owners},
+            "spec": {"containers": [{"name": "main", "image": "r.io/app:nope"}]},
+            "status": {"containerStatuses": [{"name": "main", "state": {"waiting": {
+                "reason": "ErrImagePull", "message": message}}}]},
+        });
+        let settings = Settings {
+            dry_run: false,
+            transient_grace: None,
+            deletions_per_minute: 1,
+            namespace_label: None,
+            hosts_dir: None,
+        };
+        let now = SystemTime::now();
+        assess(pod::finding(&pod).unwrap(), &settings, now, now).unwrap()
+    }
+
+    const NOT_FOUND: &str = "rpc error: code = NotFound desc = failed to pull and unpack image \"r.io/app:nope\": failed to resolve image: r.io/app:nope: not found";
+    const DOWN: &str = "rpc error: code = Unknown desc = failed to pull and unpack image \"r.io/app:nope\": failed to resolve reference \"r.io/app:nope\": failed to do request: Head \"https://r.io/v2/app/manifests/nope\": dial tcp 10.0.0.1:443: connect: connection refused";
+
+    #[test]
+    fn the_table_is_aligned_as_kubectl_aligns_it() {
+        let rows = vec![
+            vec!["NAME".to_string(), "A".into(), "LAST".into()],
+            vec!["a-long-name".to_string(), "".into(), "x y".into()],
+            vec!["b".to_string(), "bb".into(), "".into()],
+        ];
+        assert_eq!(
+            aligned(&rows),
+            "NAME          A     LAST\na-long-name         x y\nb             bb\n"
+        );
+    }
+
+    #[test]
+    fn once_text_and_exit_code() {
+        let job = stuck("train-0", true, NOT_FOUND);
+        let bare = stuck("bare", false, NOT_FOUND);
+        let down = stuck("down-0", true, DOWN);
+        let text = report_text(&[job.clone(), bare.clone(), down.clone()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "POD          CONTAINER   KUBELET        VERDICT     ACTION   WHY"
+        );
+        assert!(
+            lines[1].starts_with("ml/train-0   main        ErrImagePull   not_found   delete   "),
+            "{text}"
+        );
+        assert_eq!(
+            lines[2],
+            "ml/bare      main        ErrImagePull   not_found   event    not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done"
+        );
+        assert_eq!(
+            lines[3],
+            "ml/down-0    main        ErrImagePull   transient   event    a transient failure and --transient-grace is off; the kubelet keeps retrying"
+        );
+        // --exit-code: the verdicts of the pods it would act on only.
+        assert_eq!(once_exit_code(&[job, bare.clone(), down.clone()]), 11);
+        assert_eq!(once_exit_code(&[bare, down]), 0);
+        assert_eq!(once_exit_code(&[]), 0);
+    }
 }

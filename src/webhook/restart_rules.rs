@@ -84,8 +84,8 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
 }
 
 /// Reads the dry run's answer: `status` and the body (a Pod on 2xx, a `Status` otherwise).
-/// `sent` is the probe Pod. `Err` for an answer that says "later" (408, 429, 5xx: the API
-/// server overloaded or restarting), so that the next review asks again instead of keeping
+/// `sent` is the probe Pod. `Err` for an answer that says "later"
+/// ([`crate::apiserver::is_retryable_status`]: the API server overloaded or restarting), so that the next review asks again instead of keeping
 /// it.
 pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<ProbeAnswer, String> {
     let message = || {
@@ -97,7 +97,7 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<Pro
     match status {
         200 | 201 => {}
         422 => return Ok(ProbeAnswer::Refused(message())),
-        408 | 429 | 500..=599 => {
+        s if crate::apiserver::is_retryable_status(s) => {
             return Err(format!(
                 "the dry-run probe Pod got HTTP {status}: {}",
                 message()

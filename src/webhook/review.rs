@@ -2,8 +2,9 @@
 //! clock.
 //!
 //! - [`validate`]: the verdicts → allow, deny (one line per failing image:
-//!   `<container>: <reference>: <verdict> (<detail>)`) or allow with warnings (warn mode,
-//!   fail-open, lint findings), every warning at most [`MAX_WARNING_CHARS`] characters;
+//!   `<container>: <reference>: <verdict> (<detail>)`, first in `status.message`, then the
+//!   lint findings) or allow with warnings (warn mode, fail-open, lint findings), within the
+//!   warning budget below;
 //! - [`mutate`]: optional digest pins, then the same injection as `pullcheck inject`, sent as
 //!   the JSON patch between the object as received and as rewritten.
 
@@ -22,6 +23,23 @@ pub(crate) use crate::k8s::MAX_WARNING_CHARS;
 
 /// At most this many warnings are returned; the API server truncates long lists anyway.
 pub(crate) const MAX_WARNINGS: usize = 30;
+
+/// Longest warning about one image's verdict (failing in warn mode, not verified, assumed
+/// pullable), in characters: the API server cuts every warning to 256 runes once a request's warnings pass
+/// 4096 (kube-apiserver `staging/src/k8s.io/apiserver/pkg/endpoints/filters/warning.go`,
+/// `truncateItemRunes`), so this much always arrives whole, the reason included. Other
+/// warnings (lint findings, notes) keep to the API's advised [`MAX_WARNING_CHARS`].
+pub(crate) const MAX_VERDICT_WARNING_CHARS: usize = 256;
+
+/// The characters of warnings one answer returns, at most. The API server keeps 4096 runes
+/// of warnings per request (`truncateAtTotalRunes`, same file) for every admission webhook
+/// together; Kueue's and JobSet's webhooks share that budget with pullcheck's two, so each
+/// pullcheck answer stays within a quarter of it. Past the budget one last warning says how
+/// many were left out.
+pub(crate) const MAX_WARNINGS_TOTAL_CHARS: usize = 1024;
+
+/// Room kept in the budget for the warning that says how many were left out.
+const LEFT_OUT_RESERVE: usize = 100;
 
 /// The lint findings of a checked object, as the validating answer's extra warnings.
 pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
@@ -88,7 +106,11 @@ pub struct Policy {
 
 /// Cut a warning to [`MAX_WARNING_CHARS`] characters (an ellipsis marks the cut).
 pub(crate) fn fit(text: &str) -> String {
-    crate::k8s::cut_chars(&text.replace(['\n', '\r'], " "), MAX_WARNING_CHARS)
+    fit_to(text, MAX_WARNING_CHARS)
+}
+
+fn fit_to(text: &str, max: usize) -> String {
+    crate::k8s::cut_chars(&text.replace(['\n', '\r'], " "), max)
 }
 
 fn push_unique(out: &mut Vec<String>, line: String) {
@@ -97,13 +119,76 @@ fn push_unique(out: &mut Vec<String>, line: String) {
     }
 }
 
-fn finish_warnings(mut resp: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+/// One warning of an answer, by how long it may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Warning {
+    /// About one image's verdict (failing in warn mode, assumed pullable, a fallback
+    /// platform): up to [`MAX_VERDICT_WARNING_CHARS`].
+    Image(String),
+    /// `<container>: <image> (<why>)` of an image not verified (fail-open), as long.
+    Unverified(String),
+    /// Anything else (lint findings, notes): up to [`MAX_WARNING_CHARS`].
+    Note(String),
+}
+
+impl Warning {
+    fn fitted(&self) -> String {
+        match self {
+            Warning::Image(t) => fit_to(t, MAX_VERDICT_WARNING_CHARS),
+            Warning::Unverified(t) => fit_to(
+                &format!("not verified, admitted: {t}"),
+                MAX_VERDICT_WARNING_CHARS,
+            ),
+            Warning::Note(t) => fit(t),
+        }
+    }
+
+    /// The line under a denial: nothing there is admitted.
+    fn under_denial(&self) -> String {
+        match self {
+            Warning::Unverified(t) => {
+                fit_to(&format!("not verified: {t}"), MAX_VERDICT_WARNING_CHARS)
+            }
+            other => other.fitted(),
+        }
+    }
+}
+
+/// The warnings as sent: each fitted, duplicates dropped, in order until
+/// [`MAX_WARNINGS`] or [`MAX_WARNINGS_TOTAL_CHARS`] is reached, then one warning counting
+/// the rest.
+fn budgeted(warnings: &[Warning]) -> Vec<String> {
     let mut fitted: Vec<String> = Vec::new();
     for w in warnings {
-        push_unique(&mut fitted, fit(&w));
+        push_unique(&mut fitted, w.fitted());
     }
-    fitted.truncate(MAX_WARNINGS);
-    resp.warnings = (!fitted.is_empty()).then_some(fitted);
+    let mut out = Vec::new();
+    let mut used = 0;
+    for (i, w) in fitted.iter().enumerate() {
+        let n = w.chars().count();
+        let last = i + 1 == fitted.len();
+        let room = if last {
+            MAX_WARNINGS_TOTAL_CHARS
+        } else {
+            MAX_WARNINGS_TOTAL_CHARS - LEFT_OUT_RESERVE
+        };
+        if used + n > room || out.len() + 1 == MAX_WARNINGS && !last {
+            out.push(format!(
+                "pullcheck: {} more warnings left out, to leave other webhooks room; \
+pullcheck lint and check show them",
+                fitted.len() - i
+            ));
+            return out;
+        }
+        used += n;
+        out.push(w.clone());
+    }
+    out
+}
+
+fn finish_warnings(mut resp: AdmissionResponse, warnings: &[Warning]) -> AdmissionResponse {
+    let sent = budgeted(warnings);
+    resp.warnings = (!sent.is_empty()).then_some(sent);
     resp
 }
 
@@ -116,12 +201,12 @@ pub fn validate(
     policy: Policy,
 ) -> AdmissionResponse {
     let mut deny: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings: Vec<Warning> = Vec::new();
     for c in checks {
         if c.failed() {
             match policy.mode {
                 Mode::Enforce => push_unique(&mut deny, c.line()),
-                Mode::Warn => push_unique(&mut warnings, c.line()),
+                Mode::Warn => warnings.push(Warning::Image(c.line())),
             }
         } else if c.unverified() {
             if policy.fail_closed && policy.mode == Mode::Enforce {
@@ -131,28 +216,38 @@ pub fn validate(
                     Checked::Done(o) => o.detail.clone(),
                     Checked::NotVerified(w) => w.clone(),
                 };
-                push_unique(
-                    &mut warnings,
-                    format!(
-                        "not verified, admitted: {}: {} ({why})",
-                        c.container, c.image
-                    ),
-                );
+                warnings.push(Warning::Unverified(format!(
+                    "{}: {} ({why})",
+                    c.container, c.image
+                )));
             }
         } else if let Checked::Done(o) = &c.result {
             for w in &o.warnings {
-                push_unique(&mut warnings, format!("{}: {w}", c.image));
+                warnings.push(Warning::Image(format!("{}: {w}", c.image)));
             }
         }
     }
-    warnings.extend(notes.iter().cloned());
+    warnings.extend(notes.iter().cloned().map(Warning::Note));
     let resp = AdmissionResponse::from(req);
-    let resp = if deny.is_empty() {
-        resp
-    } else {
-        resp.deny(deny.join("\n"))
-    };
-    finish_warnings(resp, warnings)
+    if deny.is_empty() {
+        return finish_warnings(resp, &warnings);
+    }
+    // kubectl prints warnings before the error: sent as warnings, the findings would bury
+    // the reason for the denial. They follow it in the message instead, each on its line.
+    let mut message = deny.join("\n");
+    let mut also: Vec<String> = Vec::new();
+    for w in &warnings {
+        push_unique(&mut also, w.under_denial());
+    }
+    also.truncate(MAX_WARNINGS);
+    if !also.is_empty() {
+        message.push_str("\nalso (not why it was denied):");
+        for a in &also {
+            message.push_str("\n- ");
+            message.push_str(a);
+        }
+    }
+    resp.deny(message)
 }
 
 /// Digest pins for the pullable images written without a digest: (pointer, `image@digest`).
@@ -186,9 +281,9 @@ pub fn mutate(
             *slot = Value::String(image.clone());
         }
     }
-    let warnings: Vec<String> = inject_object(&mut after, opts, table)
+    let warnings: Vec<Warning> = inject_object(&mut after, opts, table)
         .into_iter()
-        .map(|w| w.message)
+        .map(|w| Warning::Note(w.message))
         .collect();
     let patch = json_patch::diff(before, &after);
     let resp = AdmissionResponse::from(req);
@@ -200,12 +295,14 @@ pub fn mutate(
             Err(e) => {
                 return finish_warnings(
                     resp,
-                    vec![format!("pullcheck could not encode its patch: {e}")],
+                    &[Warning::Note(format!(
+                        "pullcheck could not encode its patch: {e}"
+                    ))],
                 );
             }
         }
     };
-    finish_warnings(resp, warnings)
+    finish_warnings(resp, &warnings)
 }
 
 #[cfg(test)]
@@ -310,6 +407,89 @@ mod tests {
              init: Bad_Ref: invalid_reference (invalid reference format)"
         );
         assert_eq!(resp.uid, req.uid);
+        assert_eq!(resp.warnings, None);
+    }
+
+    /// kubectl prints warnings before the error, so a denial carries none: the verdict comes
+    /// first in `status.message`, the lint findings and notes after it.
+    #[test]
+    fn a_denial_puts_the_verdict_first_and_the_findings_after_it() {
+        let req = load("job-create-missing-tag.json");
+        let checks = vec![
+            check(
+                "main",
+                "r.example/app:v404",
+                Checked::Done(Box::new(outcome(
+                    "r.example/app:v404",
+                    Verdict::NotFound,
+                    "manifest unknown (x)",
+                    None,
+                ))),
+            ),
+            check(
+                "side",
+                "r.example/side:v1",
+                Checked::NotVerified("no verdict within the 8s budget".into()),
+            ),
+        ];
+        let notes = [
+            "lint: backoffLimit unset".to_string(),
+            "lint: no podFailurePolicy".to_string(),
+        ];
+        let resp = validate(&req, &checks, &notes, ENFORCE);
+        assert!(!resp.allowed);
+        assert_eq!(resp.warnings, None);
+        assert_eq!(
+            resp.result.message,
+            "main: r.example/app:v404: not_found (manifest unknown (x))\n\
+             also (not why it was denied):\n\
+             - not verified: side: r.example/side:v1 (no verdict within the 8s budget)\n\
+             - lint: backoffLimit unset\n\
+             - lint: no podFailurePolicy"
+        );
+    }
+
+    /// Every warning arrives whole: a verdict within the API server's 256-rune item limit,
+    /// a note within 120, and the answer within 1 KiB, the rest counted in one last warning.
+    #[test]
+    fn warnings_keep_to_the_api_servers_budget() {
+        let req = load("job-create-missing-tag.json");
+        let reason = format!("manifest unknown ({})", "y".repeat(200));
+        let checks = vec![check(
+            "main",
+            "r.example/app:v404",
+            Checked::Done(Box::new(outcome(
+                "r.example/app:v404",
+                Verdict::NotFound,
+                &reason,
+                None,
+            ))),
+        )];
+        let notes: Vec<String> = (0..20)
+            .map(|i| format!("lint {i:02}: {}", "n".repeat(100)))
+            .collect();
+        let policy = Policy {
+            mode: Mode::Warn,
+            fail_closed: false,
+        };
+        let w = validate(&req, &checks, &notes, policy).warnings.unwrap();
+        assert_eq!(w[0].chars().count(), MAX_VERDICT_WARNING_CHARS);
+        assert!(w[0].starts_with("main: r.example/app:v404: not_found (manifest unknown (yyy"));
+        // 256 + 6 notes of 109 = 910; a seventh would pass 1024 - 100.
+        assert_eq!(w.len(), 8, "{w:#?}");
+        assert_eq!(w[6], format!("lint 05: {}", "n".repeat(100)));
+        assert_eq!(
+            w[7],
+            "pullcheck: 14 more warnings left out, to leave other webhooks room; pullcheck lint \
+and check show them"
+        );
+        let total: usize = w.iter().map(|x| x.chars().count()).sum();
+        assert!(total <= MAX_WARNINGS_TOTAL_CHARS, "{total}");
+        // Within the budget, nothing is left out.
+        let few = validate(&req, &checks, &notes[..2], policy)
+            .warnings
+            .unwrap();
+        assert_eq!(few.len(), 3);
     }
 
     #[test]
@@ -339,7 +519,7 @@ mod tests {
             "{}",
             w[0]
         );
-        assert_eq!(w[0].chars().count(), MAX_WARNING_CHARS);
+        assert_eq!(w[0].chars().count(), MAX_VERDICT_WARNING_CHARS);
         assert!(w[0].ends_with('…'));
         assert_eq!(w[1], "lint: backoffLimit unset");
     }

@@ -162,6 +162,8 @@ fn get_json(args: &[&str]) -> Value {
 }
 
 /// `helm template` of the chart (release RELEASE unless `--name` style args override).
+/// The chart has no default image (`image.repository` is required); no pod of the chart
+/// runs on a node here, so a name that is never pulled does (`args` may override it).
 fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
     let chart = format!("{}/charts/pullcheck", repo());
     let mut a = vec![
@@ -170,6 +172,8 @@ fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
         chart.as_str(),
         "--namespace",
         namespace,
+        "--set",
+        "image.repository=registry.example.com/mirror/pullcheck",
     ];
     a.extend_from_slice(args);
     let o = run("helm", &a, None);
@@ -658,6 +662,91 @@ fn jobset_is_rejected_or_admitted_and_mutated_in_every_replicated_job() {
             &image,
         );
     }
+}
+
+/// docs/webhook.md "Uninstall" on real `kubectl get -o json` output: the documented kubectl +
+/// jq line (its kinds, in one namespace instead of -A) lists the CronJob, JobSet and
+/// PyTorchJob the webhook mutated and nothing else; once the webhook no longer applies to
+/// the namespace, `kubectl get -o yaml | pullcheck inject --remove -f - | kubectl replace -f -`
+/// takes pullcheck out of the stored CronJob, and the listing no longer shows it.
+#[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
+fn uninstall_listing_and_inject_remove_on_stored_objects() {
+    let env = env().expect("setup");
+    let ns = checked_namespace("e2e-uninstall");
+    let image = present();
+    created(&ns, &cronjob("nightly", &image), env);
+    created(&ns, &jobset("set", &image), env);
+    created(&ns, &pytorchjob("train", &image), env);
+    let docs = std::fs::read_to_string(format!("{}/docs/webhook.md", repo())).unwrap();
+    let lines: Vec<&str> = docs.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("| jq -r '"))
+        .expect("the jq line in docs/webhook.md");
+    let get: Vec<&str> = lines[at - 1]
+        .trim()
+        .trim_end_matches('\\')
+        .split_whitespace()
+        .collect();
+    assert_eq!(&get[..2], ["kubectl", "get"], "{get:?}");
+    assert_eq!(&get[3..], ["-A", "-o", "json"], "{get:?}");
+    let filter = lines[at]
+        .trim_start()
+        .strip_prefix("| jq -r '")
+        .and_then(|f| f.strip_suffix('\''))
+        .unwrap();
+    let list = || {
+        let json = kubectl_ok(&["get", get[2], "-n", &ns, "-o", "json"], None);
+        let o = run("jq", &["-r", filter], Some(&json));
+        assert!(o.ok, "jq: {}", o.stderr);
+        o.stdout
+    };
+    let inject = env.inject_image.as_str();
+    assert_eq!(
+        list(),
+        format!(
+            "CronJob\t{ns}/nightly\t{inject}\nJobSet\t{ns}/set\t{inject}\nPyTorchJob\t{ns}/train\t{inject}\n"
+        )
+    );
+    // The webhook mutates CronJob UPDATEs: out of its reach first, as after an uninstall.
+    kubectl_ok(
+        &["label", "namespace", &ns, &format!("{ENABLE_LABEL}-")],
+        None,
+    );
+    let stored = kubectl_ok(
+        &["-n", &ns, "get", "cronjob", "nightly", "-o", "yaml"],
+        None,
+    );
+    let out = support::process::output(
+        support::process::pullcheck().args(["inject", "--remove", "-f", "-"]),
+        Some(stored.as_bytes()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "a CronJob is mutable"
+    );
+    kubectl_ok(
+        &["-n", &ns, "replace", "-f", "-"],
+        Some(&String::from_utf8(out.stdout).unwrap()),
+    );
+    let cj = get_json(&["-n", &ns, "cronjob", "nightly"]);
+    let t = &cj["spec"]["jobTemplate"]["spec"]["template"];
+    assert!(
+        init_names(&cj, "/spec/jobTemplate/spec/template").is_empty(),
+        "{t}"
+    );
+    assert!(t["spec"].get("volumes").is_none(), "{t}");
+    assert_eq!(
+        list(),
+        format!("JobSet\t{ns}/set\t{inject}\nPyTorchJob\t{ns}/train\t{inject}\n")
+    );
 }
 
 #[test]

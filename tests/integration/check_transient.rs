@@ -114,11 +114,15 @@ fn certificate_for_another_name_and_expired_certificate() {
         SystemTime::now() + Duration::from_secs(86_400),
     );
     r.assert_code(20);
-    assert!(
-        r.image(0)["detail"]
-            .as_str()
-            .unwrap()
-            .contains("certificate is for another name"),
+    let endpoint = r.image(0)["endpoint"].as_str().unwrap().to_string();
+    // The platform check GETs at once on a registry that doesn't meter pulls.
+    assert_eq!(
+        r.image(0)["detail"].as_str().unwrap(),
+        format!(
+            "GET https://{endpoint}/v2/oci/app/manifests/v1: TLS: certificate is for another \
+name: it names wrong.example, not 127.0.0.1; use one of those names or reissue the certificate \
+with 127.0.0.1 in its subjectAltName"
+        ),
         "{}",
         r.stdout
     );
@@ -247,6 +251,32 @@ server = \"http://{host}\""
         r.stdout
     );
     assert!(took < Duration::from_secs(1), "retried: took {took:?}");
+}
+
+/// `--insecure-registry 127.0.0.1` for a registry on `127.0.0.1:PORT` does not apply (the
+/// port is part of the name), and the verdict's detail says so.
+#[test]
+fn an_insecure_registry_without_the_port_is_named_as_the_reason() {
+    let f = fixture();
+    let host = f.anon.host.clone();
+    let bare = host.split(':').next().unwrap().to_string();
+    let image = f.images.oci_manifest.reference(&f.anon);
+    let r = run(&["check", "--insecure-registry", &bare, &image], &[]);
+    r.assert_code(20);
+    assert_eq!(
+        r.stdout
+            .split_once("ms: ")
+            .map(|(_, d)| d.trim_end())
+            .unwrap_or_default(),
+        format!(
+            "GET https://{host}/v2/oci/app/manifests/v1: {host} answered HTTPS with plain HTTP; \
+if it serves plain HTTP, pass --insecure-registry {host} or give it a hosts.toml with \
+server = \"http://{host}\"; --insecure-registry {bare} does not cover {host}: the port is \
+part of the registry's name"
+        ),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

@@ -235,10 +235,11 @@ fn text_output_is_one_line_per_image_on_stdout() {
     assert_eq!(r.stderr, "");
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", r.stdout);
-    let digest12 = &f.images.oci_manifest.digest["sha256:".len()..][..12];
+    // The whole digest, the one to pin.
     assert!(
         lines[0].starts_with(&format!(
-            "pullable          {host}/oci/app:v1 sha256:{digest12} "
+            "pullable          {host}/oci/app:v1 {} platform ",
+            f.images.oci_manifest.digest
         )),
         "{}",
         lines[0]

@@ -21,7 +21,13 @@ fn commands(manifest: &str) -> Vec<Vec<String>> {
             "any",
             "Not_A/Valid:Ref",
         ]),
-        f(&["inject", "-f", manifest]),
+        f(&[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "-f",
+            manifest,
+        ]),
         f(&["lint", "-f", manifest]),
         f(&["scan", "-o", "json", "-f", manifest]),
     ]

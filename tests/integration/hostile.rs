@@ -1276,7 +1276,13 @@ fn certificate_for_another_name_is_transient() {
     );
     case("TLS certificate for another name", &reg)
         .args(HEAD_FIRST)
-        .expect(20, "transient", "certificate is for another name")
+        .expect(
+            20,
+            "transient",
+            "TLS: certificate is for another name: it names registry.other.example, not \
+127.0.0.1; use one of those names or reissue the certificate with 127.0.0.1 in its \
+subjectAltName",
+        )
         .run();
     assert!(
         reg.seen().is_empty(),

@@ -503,28 +503,63 @@ fn binary_warns_once_about_an_unpinned_image_and_not_about_a_pinned_one() {
     let pinned = format!("mirror.example/pullcheck:1@sha256:{}", "ab".repeat(32));
     let (code, _, err) = binary(&["inject", "--image", &pinned, "-f", "-"], JOB);
     assert_eq!((code, err.as_str()), (0, ""));
-    let (code, _, err) = binary(&["inject", "-f", "-"], JOB);
+    // The project's image name is a placeholder nobody publishes: named on purpose it is
+    // written, with a warning saying how to make a real one.
+    let placeholder = format!("ghcr.io/pullcheck/pullcheck:{}", env!("CARGO_PKG_VERSION"));
+    let (code, out, err) = binary(&["inject", "--image", &placeholder, "-f", "-"], JOB);
     assert_eq!(code, 0);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    // The default is a placeholder nobody publishes: the warning says how to make one.
-    assert!(
-        err.starts_with("pullcheck: warning: --image ghcr.io/pullcheck/pullcheck:")
-            && err.contains("a placeholder nobody publishes")
-            && err.contains("scripts/publish-image.sh REGISTRY/REPO:TAG"),
-        "{err}"
+    assert!(out.contains(&format!("image: {placeholder}\n")), "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "pullcheck: warning: --image {placeholder} is the default, a placeholder nobody publishes: build and push your \
+own with scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --image IMAGE@sha256:… it prints\n"
+        )
+    );
+}
+
+/// Without --image nothing is written: piped into kubectl apply, the placeholder would leave
+/// every pod in Init:ImagePullBackOff.
+#[test]
+fn binary_without_image_is_a_usage_error_naming_the_fix() {
+    let (code, out, err) = binary(&["inject", "--fail-fast", "-f", "-"], JOB);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "pullcheck: inject needs --image: the pullcheck image your nodes pull; publish it with \
+scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --image IMAGE@sha256:… it prints \
+(ghcr.io/pullcheck/pullcheck:{} is a placeholder nobody publishes)\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
 }
 
 #[test]
 fn binary_bad_input_is_a_one_line_usage_error() {
     let (code, out, err) = binary(
-        &["inject", "-f", "-"],
+        &[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "-f",
+            "-",
+        ],
         "kind: A\n---\nkey: [1, 2\nother: 3\n",
     );
     assert_eq!((code, out.as_str()), (2, ""));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("pullcheck: -: document 2, line "), "{err}");
-    let (code, _, err) = binary(&["inject", "-f", "/nonexistent/x.yaml"], "");
+    let (code, _, err) = binary(
+        &[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "-f",
+            "/nonexistent/x.yaml",
+        ],
+        "",
+    );
     assert_eq!(code, 2);
     assert!(
         err.starts_with("pullcheck: /nonexistent/x.yaml: cannot read: "),

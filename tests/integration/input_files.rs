@@ -195,3 +195,36 @@ fn a_fifo_as_apiserver_token_file_is_refused_not_waited_on() {
         &format!("pullcheck: --apiserver-token-file {p}: a named pipe (FIFO), not a regular file"),
     );
 }
+
+/// `watch --once` against an API server that answers "later" (429 from API Priority and
+/// Fairness, 503 from a restarting apiserver) exits transient (20), not usage (2): a script
+/// retries it. A 403 stays the caller's to fix (2). The API here is the scripted server:
+/// a real kube-apiserver sheds load with 429 only under a flow-control configuration the
+/// harness can't afford to provoke.
+#[test]
+fn watch_once_exits_transient_on_an_api_server_that_says_later() {
+    use super::support::scripted_server::Scripted;
+    for (status, want) in [(429u16, 20), (503, 20), (403, 2)] {
+        let api = Scripted::start(move |_, _| {
+            (
+                status,
+                vec![("Retry-After".into(), "1".into())],
+                format!(
+                    r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"scripted {status}","code":{status}}}"#
+                ),
+            )
+        });
+        let url = format!("http://{}", api.host);
+        let run =
+            run_bounded(&["watch", "--once", "--apiserver", &url]).expect("watch --once finished");
+        run.assert_code(want);
+        let first = run.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!(
+                "pullcheck: LIST /api/v1/pods: HTTP {status}: scripted {status}"
+            )),
+            "{status}: {}",
+            run.stderr
+        );
+    }
+}

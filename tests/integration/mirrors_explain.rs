@@ -216,6 +216,74 @@ fn explain_shows_endpoints_and_credential_keys_in_order() {
     assert!(!r.stdout.contains("secret-one") && !r.stdout.contains("secret-two"));
 }
 
+/// A pull secret keyed `127.0.0.1` for an image on `127.0.0.1:5443`: explain names every key
+/// it saw and the part of the kubelet's match that failed, and an `--insecure-registry`
+/// without the port is named as not applying. Nothing is contacted.
+#[test]
+fn explain_names_each_unmatched_key_and_why() {
+    let dir = temp_dir();
+    let secret = pull_secret(
+        dir.path(),
+        "s.json",
+        &[
+            ("127.0.0.1", "a", "secret-one"),
+            ("127.0.0.1:5443/team", "b", "secret-two"),
+            ("docker://127.0.0.1:5443", "c", "secret-three"),
+        ],
+    );
+    let base = [
+        "explain",
+        "--no-docker-config",
+        "--pull-secrets",
+        &secret,
+        "--insecure-registry",
+        "127.0.0.1",
+        "--platform",
+        "linux/amd64",
+        "127.0.0.1:5443/app:v1",
+    ];
+    let r = run(&base, &[]);
+    r.assert_code(0);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "image:        127.0.0.1:5443/app:v1
+reference:    127.0.0.1:5443/app:v1
+registry:     127.0.0.1:5443
+repository:   app
+manifest:     /v2/app/manifests/v1
+kubelet:      keyring lookup 127.0.0.1:5443/app; CRI receives 127.0.0.1:5443/app:v1
+endpoints (in order):
+  1. https://127.0.0.1:5443/v2 [pull,resolve,push,referrers]
+     --insecure-registry 127.0.0.1 does not apply: the port is part of the registry's name
+credentials:  none match: one anonymous attempt
+pull-secret keys not used for 127.0.0.1:5443/app (kubelet keyring rules):
+  - pull secret {secret} key docker://127.0.0.1:5443: scheme: the kubelet strips only https:// and http://, so a docker:// key is read as the host docker:; write the key without docker://
+  - pull secret {secret} key 127.0.0.1:5443/team: path: the key's /team is not a prefix of the image's /app
+  - pull secret {secret} key 127.0.0.1: port: the key has no port, the image's registry has port 5443; ports must be equal
+platform:     linux/amd64
+"
+        )
+    );
+    let mut json = base.to_vec();
+    json.insert(1, "--output=json");
+    let r = run(&json, &[]);
+    r.assert_code(0);
+    let j = r.json();
+    assert_eq!(
+        j["unmatched_keys"][2],
+        serde_json::json!({
+            "credential": format!("pull secret {secret} key 127.0.0.1"),
+            "why": ["port: the key has no port, the image's registry has port 5443; ports must be equal"],
+        })
+    );
+    assert_eq!(
+        j["endpoints"][0]["insecure_registry_not_applied"],
+        "127.0.0.1"
+    );
+    assert!(!r.stdout.contains("secret-one") && !r.stdout.contains("secret-two"));
+}
+
 #[test]
 fn explain_of_a_short_name_shows_kubelet_normalization() {
     let r = run(
@@ -302,7 +370,11 @@ fn manifests_larger_than_the_cap_are_refused_whole() {
     let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
     std::fs::write(&big, doc.repeat(64 * 1024 * 1024 / doc.len() + 1)).unwrap();
     for cmd in ["inject", "lint", "scan"] {
-        let r = run(&[cmd, "-f", big.to_str().unwrap()], &[]);
+        let mut args = vec![cmd, "-f", big.to_str().unwrap()];
+        if cmd == "inject" {
+            args.extend(["--image", crate::support::CHECKER_IMAGE]);
+        }
+        let r = run(&args, &[]);
         r.assert_code(2);
         assert_eq!(
             r.stderr,

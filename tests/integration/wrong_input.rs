@@ -17,7 +17,13 @@ fn empty_manifests_are_a_usage_error_naming_the_file() {
         std::fs::write(&path, body).unwrap();
         let file = path.to_str().unwrap();
         for args in [
-            vec!["inject", "-f", file],
+            vec![
+                "inject",
+                "--image",
+                crate::support::CHECKER_IMAGE,
+                "-f",
+                file,
+            ],
             vec!["lint", "-f", file],
             vec!["lint", "--strict", "-f", file],
             vec!["scan", "-f", file],
@@ -68,7 +74,16 @@ fn documents_that_are_no_objects_are_named_and_fail_strict_lint() {
             "{file}: document 3: not-a-kubernetes-object: not a Kubernetes object: not a mapping with apiVersion and kind"
         )
     );
-    let r = run(&["inject", "-f", file], &[]);
+    let r = run(
+        &[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "-f",
+            file,
+        ],
+        &[],
+    );
     r.assert_code(0);
     assert!(!r.stderr.contains("unknown kind ?"), "{}", r.stderr);
     let line = format!(
@@ -318,7 +333,14 @@ fn a_platform_flag_typo_is_a_usage_error_with_the_close_match() {
     std::fs::write(&job, JOB).unwrap();
     let job = job.to_str().unwrap();
     let r = run(
-        &["inject", "--check-arg=--platform=linux/amd", "-f", job],
+        &[
+            "inject",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "--check-arg=--platform=linux/amd",
+            "-f",
+            job,
+        ],
         &[],
     );
     r.assert_code(2);

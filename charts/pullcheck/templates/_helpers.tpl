@@ -49,7 +49,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Images ----------------------------------------------------------------------- */}}
 
+{{/* No default: the project publishes no image, and a placeholder would leave every
+injected pod in Init:ImagePullBackOff. */}}
 {{- define "pullcheck.image" -}}
+{{- $_ := required "image.repository is required: pullcheck publishes no image; build and push yours with scripts/publish-image.sh REGISTRY/REPO[:TAG] and pass the --set image.repository=... --set image.digest=... it prints" .Values.image.repository }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
@@ -58,7 +61,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "pullcheck.injectImage" -}}
-{{- default (include "pullcheck.image" .) .Values.inject.image }}
+{{- if .Values.inject.image }}
+{{- .Values.inject.image }}
+{{- else }}
+{{- include "pullcheck.image" . }}
+{{- end }}
 {{- end }}
 
 {{/* Webhook ---------------------------------------------------------------------- */}}

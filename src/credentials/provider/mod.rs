@@ -148,7 +148,7 @@ impl ProviderUse {
     }
 
     /// One line for `explain` and warnings.
-    /// The reason comes early, so that it survives an admission warning's 120 characters.
+    /// The reason comes early, so that it survives an admission warning's 256 characters.
     pub(crate) fn describe(&self) -> String {
         let name = &self.provider;
         match &self.outcome {

@@ -127,6 +127,11 @@ pub struct Endpoint {
     /// The endpoint is not the reference's registry, so requests carry `?ns=<registry>`
     /// (containerd `isProxy`; `docker.io` served by `registry-1.docker.io` is not a mirror).
     pub is_mirror: bool,
+    /// An `--insecure-registry` value that names this endpoint's host with another port or
+    /// none (`127.0.0.1` for `127.0.0.1:5000`), so it does not apply: the port is part of a
+    /// registry's name, as in containerd's `certs.d/HOST:PORT` directories. Kept to say so
+    /// when the endpoint answers HTTPS with plain HTTP.
+    pub insecure_port_mismatch: Option<String>,
 }
 
 impl Endpoint {
@@ -330,6 +335,7 @@ impl HostConfig {
             skip_verify: skip_verify.unwrap_or(false),
             headers: self.headers,
             is_mirror,
+            insecure_port_mismatch: None,
         };
         let host_lower = endpoint.host.to_ascii_lowercase();
         let listed = insecure
@@ -341,6 +347,11 @@ impl HostConfig {
             } else {
                 endpoint.scheme = Scheme::Http;
             }
+        } else {
+            endpoint.insecure_port_mismatch = insecure
+                .iter()
+                .find(|v| without_port(v) == without_port(&host_lower))
+                .cloned();
         }
         endpoint
     }
@@ -358,6 +369,18 @@ fn default_upstream(registry_host: &str) -> (Scheme, String, Option<bool>) {
         return (Scheme::Https, DOCKER_HUB_ENDPOINT.to_owned(), None);
     }
     (Scheme::Https, registry_host.to_owned(), None)
+}
+
+/// `host` of `host[:port]` (`[v6]` kept in brackets), for telling a value that differs
+/// only by its port.
+fn without_port(host_port: &str) -> &str {
+    if let Some(end) = host_port.strip_prefix('[').and_then(|r| r.find(']')) {
+        return &host_port[..end + 2];
+    }
+    match host_port.split_once(':') {
+        Some((host, _)) => host,
+        None => host_port,
+    }
 }
 
 fn normalize_insecure(value: &str) -> String {

@@ -320,6 +320,26 @@ fn insecure_registries() {
     assert_eq!(urls(&e), ["http://registry-1.docker.io/v2"]);
     let e = endpoints(None, "other.io", &insecure).unwrap();
     assert_eq!(urls(&e), ["https://other.io/v2"]);
+    assert_eq!(e[0].insecure_port_mismatch, None);
+}
+
+/// `--insecure-registry 127.0.0.1` does not cover `127.0.0.1:5000` (nor the other way
+/// round); the endpoint keeps HTTPS and remembers the value, so the failure can say why.
+#[test]
+fn insecure_registry_without_the_port_is_named_not_applied() {
+    let e = endpoints(None, "127.0.0.1:5000", &["127.0.0.1".to_owned()]).unwrap();
+    assert_eq!(urls(&e), ["https://127.0.0.1:5000/v2"]);
+    assert_eq!(e[0].insecure_port_mismatch.as_deref(), Some("127.0.0.1"));
+    let e = endpoints(None, "reg.io", &["http://reg.io:5000".to_owned()]).unwrap();
+    assert_eq!(urls(&e), ["https://reg.io/v2"]);
+    assert_eq!(e[0].insecure_port_mismatch.as_deref(), Some("reg.io:5000"));
+    let e = endpoints(None, "[fd00::1]:5000", &["[fd00::1]".to_owned()]).unwrap();
+    assert_eq!(e[0].insecure_port_mismatch.as_deref(), Some("[fd00::1]"));
+    let e = endpoints(None, "127.0.0.1:5000", &["127.0.0.1:5000".to_owned()]).unwrap();
+    assert_eq!(
+        (urls(&e), e[0].insecure_port_mismatch.clone()),
+        (vec!["http://127.0.0.1:5000/v2".to_string()], None)
+    );
 }
 
 #[test]

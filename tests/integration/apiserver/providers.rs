@@ -322,13 +322,14 @@ fn assert_verified(stderr: &str, image: &str) {
     );
 }
 
-/// An admission warning as the webhook sends it: at most 120 characters, an ellipsis
-/// marking the cut (src/webhook/review.rs `fit`).
+/// An admission warning about an image as the webhook sends it: at most 256 characters (the
+/// API server's per-warning limit), an ellipsis marking the cut (src/webhook/review.rs
+/// `MAX_VERDICT_WARNING_CHARS`).
 fn admission_warning(text: &str) -> String {
-    if text.chars().count() <= 120 {
+    if text.chars().count() <= 256 {
         return text.to_string();
     }
-    let mut out: String = text.chars().take(119).collect();
+    let mut out: String = text.chars().take(255).collect();
     out.push('…');
     out
 }

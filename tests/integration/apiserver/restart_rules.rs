@@ -56,6 +56,8 @@ fn transient_restart_rules_are_accepted_kept_and_validated_by_the_apiserver() {
         let out = support::process::output(
             support::process::pullcheck().args([
                 "inject",
+                "--image",
+                support::CHECKER_IMAGE,
                 "--fail-fast",
                 "--transient",
                 "restart",

@@ -49,6 +49,10 @@ pub use images::Images;
 pub use registry::{Mode, Registry};
 pub use token::{TokenRequest, TokenServer};
 
+/// The `--image` the tests pass to `inject` (it has no default): pinned, so it draws no
+/// warning, with the placeholder digest the examples use (see tests/integration/k8s_examples.rs).
+pub const CHECKER_IMAGE: &str = "registry.example.com/mirror/pullcheck:0.1.0@sha256:d567c976667703decd261c22c94eed5e4ddbbcb07cf71cb9b06261c277e5849d";
+
 /// `alice` / `alice-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).
 pub static ALICE: LazyLock<(&str, &str)> = LazyLock::new(|| ("alice", leak(secret("alice-pw"))));
 /// `bob` / `bob-pw` (with the sentinel appended under `PULLCHECK_TEST_SENTINEL`).

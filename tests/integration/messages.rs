@@ -1,0 +1,107 @@
+//! Messages that send a newcomer the right way, through the binary as a user runs it: a
+//! pasted `docker://` prefix or an empty tag, and `-o json` runs that end in a usage error.
+
+use crate::support::process::run;
+
+#[test]
+fn a_pasted_prefix_and_an_empty_tag_name_the_fix() {
+    let r = run(
+        &[
+            "check",
+            "--no-docker-config",
+            "docker://busybox:1.36",
+            "trainer:",
+        ],
+        &[],
+    );
+    r.assert_code(10);
+    // Each line without its elapsed milliseconds.
+    let lines: Vec<(String, String)> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let (head, detail) = l.split_once("ms: ").unwrap();
+            let head = head.rsplit_once(' ').unwrap().0;
+            (head.to_string(), detail.to_string())
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (
+                "invalid_reference docker://busybox:1.36".to_string(),
+                "invalid reference \"docker://busybox:1.36\": docker:// is a transport prefix \
+(skopeo's), not part of an image reference; drop the docker:// prefix: busybox:1.36"
+                    .to_string()
+            ),
+            (
+                "invalid_reference trainer:".to_string(),
+                "invalid reference \"trainer:\": the tag after ':' is empty; name one \
+(trainer:TAG) or drop the ':' to pull trainer:latest"
+                    .to_string()
+            ),
+        ]
+    );
+}
+
+/// `-o json` always leaves one document on stdout naming the exit code, whether the command
+/// refused a value, clap refused a flag, or explain refused the reference.
+#[test]
+fn json_output_ends_a_usage_error_with_a_document() {
+    let doc = |code: u8, error: &str| serde_json::json!({"schema_version": 1, "exit_code": code, "error": error});
+    for (args, code, error) in [
+        (
+            vec!["check", "-o", "json", "--timeout", "0", "busybox"],
+            2,
+            "--timeout 0: must be more than 0 and at most 86400 seconds",
+        ),
+        (
+            vec!["check", "--output=json", "--no-such-flag", "busybox"],
+            2,
+            "unexpected argument '--no-such-flag' found",
+        ),
+        (
+            vec!["scan", "-ojson", "-f", "/nonexistent/job.yaml"],
+            2,
+            "/nonexistent/job.yaml: cannot read: No such file or directory (os error 2)",
+        ),
+        (
+            vec!["explain", "--output", "json", "trainer:"],
+            10,
+            "invalid reference \"trainer:\": the tag after ':' is empty; name one (trainer:TAG) \
+or drop the ':' to pull trainer:latest",
+        ),
+    ] {
+        let r = run(&args, &[]);
+        r.assert_code(i32::from(code));
+        assert_eq!(r.json(), doc(code, error), "{args:?}");
+        // The one line on stderr is still there for a person.
+        assert!(r.stderr.contains(error), "{args:?}: {}", r.stderr);
+    }
+    // watch --once with an API server that doesn't answer: transient, still a document.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let api = format!("https://127.0.0.1:{port}");
+    let r = run(&["watch", "--once", "-o", "json", "--apiserver", &api], &[]);
+    r.assert_code(20);
+    let j = r.json();
+    assert_eq!(
+        (j["schema_version"].clone(), j["exit_code"].clone()),
+        (serde_json::json!(1), serde_json::json!(20))
+    );
+    let error = j["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "LIST /api/v1/pods: error sending request for url ({api}/api/v1/pods?"
+        )),
+        "{error}"
+    );
+    assert_eq!(r.stderr, format!("pullcheck: {error}\n"));
+    // Text output keeps stdout empty.
+    let r = run(&["check", "--timeout", "0", "busybox"], &[]);
+    r.assert_code(2);
+    assert_eq!(r.stdout, "");
+}
