@@ -1033,4 +1033,20 @@ mod tests {
         );
         assert_eq!(obj, job(&["reg.internal/a:1"]));
     }
+
+    /// `inject --remove` takes the hand-over out with the container.
+    #[test]
+    fn remove_takes_the_registry_config_out() {
+        let table = Table::builtin();
+        let mut obj = job(&["10.0.0.5:5000/ml/trainer:v1"]);
+        obj["spec"]["template"]["metadata"] = json!({"annotations": {"team": "ml"}});
+        let before = obj.clone();
+        inject_object(&mut obj, &insecure(&["10.0.0.5:5000"]), &table);
+        assert!(
+            obj["spec"]["template"]["metadata"]["annotations"][REGISTRY_CONFIG_ANNOTATION]
+                .is_string()
+        );
+        super::super::remove::remove_object(&mut obj, &table);
+        assert_eq!(obj, before);
+    }
 }
