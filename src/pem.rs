@@ -35,8 +35,13 @@ pub(crate) enum PemError {
 
 /// The certificates of the PEM file at `path`, in file order.
 pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemError> {
-    let bytes = crate::files::read_capped(path, MAX_CA_FILE_BYTES)?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes)
+    certificates_in(&crate::files::read_capped(path, MAX_CA_FILE_BYTES)?)
+}
+
+/// The certificates of PEM text already read (a bundle handed over in an annotation), with
+/// the rule of [`certificates`].
+pub(crate) fn certificates_in(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, PemError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<_, _>>()
         .map_err(|e| PemError::Decode(e.to_string()))?;
     if certs.is_empty() {

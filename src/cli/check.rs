@@ -74,6 +74,22 @@ that doesn't match its digest, is skipped with a warning: the check goes on as w
     )]
     pub index_bodies: Option<PathBuf>,
 
+    /// Registry configuration handed over by the webhook (its annotation, as a file).
+    #[arg(
+        long = "registry-config",
+        value_name = "FILE",
+        env = "PULLCHECK_REGISTRY_CONFIG",
+        help_heading = "Input",
+        long_help = "The JSON the webhook (or inject --insecure-registry/--ca-file/--hosts-dir) writes into \
+the pod-template annotation pullcheck.io/registry-config, read by the injected init container through a \
+downward-API volume: the endpoints of each registry it lists (plain HTTP, mirrors, skip_verify, their CAs) \
+replace --hosts-dir and --insecure-registry for that registry, its caBundles are trusted beside --ca-file, \
+its metered settings replace --metered-registry and --metered-get. An unreadable or malformed file is a usage \
+error (exit 2): checking without it would report the webhook's registries as unreachable. An empty file \
+(the annotation was removed) is a warning, and the check runs with the flags alone."
+    )]
+    pub registry_config: Option<PathBuf>,
+
     /// No per-image lines, warnings or notes; the exit code alone.
     #[arg(
         long,
@@ -98,7 +114,11 @@ pub(crate) async fn run(mut a: CheckArgs) -> Result<u8, CliError> {
         a.images.extend(read_references(f)?);
     }
     super::plan::validate_hosts(&a.resolve, &a.images)?;
-    let (plan, registry) = super::plan::build(&a.resolve)?;
+    let handed = match &a.registry_config {
+        Some(path) => read_registry_config(path, a.quiet)?,
+        None => None,
+    };
+    let (plan, registry) = super::plan::build_handed(&a.resolve, handed)?;
     let engine = Engine::new(plan, registry);
     if let Some(path) = &a.index_bodies {
         for w in remember_index_bodies(&engine, path).await {
@@ -132,6 +152,32 @@ pub(crate) async fn run(mut a: CheckArgs) -> Result<u8, CliError> {
         "done"
     );
     printed
+}
+
+/// Largest `--registry-config` file read (the annotation fits the 64 KiB budget).
+const MAX_REGISTRY_CONFIG_FILE: u64 = 1024 * 1024;
+
+/// Read and decode `--registry-config`. Strict: a file that can't be used is a usage error
+/// naming it, since checking without it reports the webhook's registries as unreachable
+/// (exit 20, retried) or untrusted; an empty file is a warning (the annotation is gone).
+fn read_registry_config(
+    path: &Path,
+    quiet: bool,
+) -> Result<Option<crate::engine::handover::Received>, CliError> {
+    let shown = path.display();
+    let bad = |e: String| {
+        super::UsageError(format!(
+            "--registry-config {shown}: {e}; it must be the pullcheck.io/registry-config annotation the webhook wrote (inject again, or use a checker image as new as the webhook)"
+        ))
+    };
+    let text = read_capped(path, MAX_REGISTRY_CONFIG_FILE).map_err(bad)?;
+    let received = crate::engine::handover::decode(&text).map_err(|e| bad(e.to_string()))?;
+    if received.is_none() && !quiet {
+        eprintln!(
+            "pullcheck: warning: --registry-config {shown}: empty (the pod template has no pullcheck.io/registry-config annotation); checking with the flags alone"
+        );
+    }
+    Ok(received)
 }
 
 /// Largest `--index-bodies` file read (the annotation is at most 64 KiB).

@@ -133,6 +133,33 @@ fn is_positive_quantity(q: &str) -> bool {
     valid_suffix && valid_number && number.parse::<f64>().is_ok_and(|n| n > 0.0)
 }
 
+/// The source of what is handed to the injected check (`engine::handover`), from the flags
+/// of that name (`--hosts-dir`, `--insecure-registry`, `--ca-file`) and the metered
+/// settings. Each CA file is read now: an unreadable one is a usage error naming it.
+pub(crate) fn registry_settings(
+    hosts_dir: Option<std::path::PathBuf>,
+    insecure: &[String],
+    ca_files: &[std::path::PathBuf],
+    metered: Option<crate::engine::handover::Metered>,
+) -> Result<crate::k8s::registry_config::HandOverSource, UsageError> {
+    let ca_bundles = ca_files
+        .iter()
+        .map(|f| {
+            crate::engine::handover::read_pem(f)
+                .map_err(|e| UsageError(format!("--ca-file {}: {e}", f.display())))
+        })
+        .collect::<Result<_, _>>()?;
+    let settings = crate::engine::handover::RegistrySettings {
+        hosts_dir,
+        insecure: insecure.to_vec(),
+        ca_bundles,
+        metered,
+    };
+    Ok(crate::k8s::registry_config::HandOverSource(Some(
+        std::sync::Arc::new(settings),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

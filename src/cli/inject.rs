@@ -128,6 +128,41 @@ fields while its feature gate is off, an older one rejects restartPolicy Never o
 container. A 1.35 cluster whose ContainerRestartRules gate was turned off drops them too: \
 inject can't tell.")]
     pub kubernetes_version: Option<KubernetesVersion>,
+
+    /// Registry the check talks plain HTTP to (repeatable), handed over like the webhook's.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST[:PORT]",
+        help_heading = "Registry hand-over",
+        long_help = "As the webhook's --insecure-registry: the check in the init container talks plain \
+HTTP to this registry. Written, with --ca-file and --hosts-dir, into the pod-template annotation \
+pullcheck.io/registry-config that the container reads through a downward-API volume (docs/webhook.md)."
+    )]
+    pub insecure_registry: Vec<String>,
+
+    /// CA file (PEM) the check trusts (repeatable), embedded in the workload.
+    #[arg(
+        long = "ca-file",
+        value_name = "FILE",
+        help_heading = "Registry hand-over",
+        long_help = "A PEM file of CA certificates, embedded (certificates only, no key) in the \
+pullcheck.io/registry-config annotation: the check trusts them for every registry, as the webhook's \
+--ca-file."
+    )]
+    pub ca_file: Vec<PathBuf>,
+
+    /// containerd certs.d root whose mirrors, CAs and skip_verify are embedded.
+    #[arg(
+        long = "hosts-dir",
+        value_name = "DIR",
+        help_heading = "Registry hand-over",
+        long_help = "A containerd certs.d root (as on the nodes): for each registry of a template's \
+images, the endpoints it configures (mirrors, capabilities, plain-HTTP servers, skip_verify and the \
+text of their ca files) are embedded in the pullcheck.io/registry-config annotation. header entries are \
+never embedded (they may carry credentials): a template whose registry needs them gets no check, with a \
+warning. Client certificates are never used by the check."
+    )]
+    pub hosts_dir: Option<PathBuf>,
 }
 
 fn parse_kubernetes_version(text: &str) -> Result<KubernetesVersion, String> {
@@ -137,8 +172,23 @@ fn parse_kubernetes_version(text: &str) -> Result<KubernetesVersion, String> {
 impl InjectArgs {
     /// The library options these flags describe, and the warning when the cluster's
     /// version can't carry out `--transient` as asked.
-    pub(crate) fn options(&self, image: String) -> (InjectOptions, Option<String>) {
+    pub(crate) fn options(
+        &self,
+        image: String,
+    ) -> Result<(InjectOptions, Option<String>), UsageError> {
         let (transient, warning) = self.transient.resolve(self.kubernetes_version);
+        if let Some(d) = self.hosts_dir.as_ref().filter(|d| !d.is_dir()) {
+            return Err(UsageError(format!(
+                "--hosts-dir {}: not a directory; pass a containerd certs.d root such as /etc/containerd/certs.d",
+                d.display()
+            )));
+        }
+        let registry = super::init_container::registry_settings(
+            self.hosts_dir.clone(),
+            &self.insecure_registry,
+            &self.ca_file,
+            None,
+        )?;
         let options = InjectOptions {
             image,
             cpu: self.cpu.clone(),
@@ -148,8 +198,9 @@ impl InjectArgs {
             transient,
             // Offline: nothing has been read to hand over.
             index_bodies: Default::default(),
+            registry,
         };
-        (options, warning)
+        Ok((options, warning))
     }
 }
 
@@ -212,7 +263,7 @@ scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --image IMAGE@sha256:…
     let Some(image) = image else {
         return remove(&a, &mut docs, &table);
     };
-    let (options, version_warning) = a.options(image);
+    let (options, version_warning) = a.options(image)?;
     validate_options(&options, "")?;
     if let Some(w) = version_warning {
         eprintln!("pullcheck: warning: {w}");

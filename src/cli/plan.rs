@@ -78,6 +78,7 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
         keychain: keychain(a)?,
         hosts_dir,
         insecure: a.registry.insecure_registry.clone(),
+        handed_over: Default::default(),
         platform: platform_policy(a.platform.as_deref())?,
         metered: list_or_default(&a.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
         metered_get: a.registry.metered_get(),
@@ -94,10 +95,31 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
 
 /// The plan and the transport for a run.
 pub(crate) fn build(a: &ResolveArgs) -> Result<(Plan, Registry), UsageError> {
-    let plan = plan(a)?;
+    build_handed(a, None)
+}
+
+/// [`build`] with the registry configuration the webhook handed over (`check
+/// --registry-config`): its endpoints replace `--hosts-dir` and `--insecure-registry` for
+/// the registries it lists, its CAs are trusted beside `--ca-file`, its metered settings
+/// replace `--metered-registry` and `--metered-get`.
+pub(crate) fn build_handed(
+    a: &ResolveArgs,
+    handed: Option<crate::engine::handover::Received>,
+) -> Result<(Plan, Registry), UsageError> {
+    let mut plan = plan(a)?;
+    let mut ca_pems = Vec::new();
+    if let Some(h) = handed {
+        plan.handed_over = h.endpoints;
+        if let Some(m) = h.metered {
+            plan.metered = m.registries;
+            plan.metered_get = m.get;
+        }
+        ca_pems = h.ca_bundles;
+    }
     let request_timeout = seconds("--request-timeout", a.request_timeout, 86_400.0)?;
     let registry = Registry::new(
         ca_files(a),
+        &ca_pems,
         Guard::new(GuardPolicy::default()),
         request_timeout,
     )

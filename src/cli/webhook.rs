@@ -337,6 +337,16 @@ impl WebhookArgs {
             },
             // Filled per review with the bodies just read (handler.rs).
             index_bodies: Default::default(),
+            // The webhook's own registry settings, so the check reaches what it reached.
+            registry: super::init_container::registry_settings(
+                hosts_dir.clone(),
+                &self.registry.insecure_registry,
+                &self.registry.ca_file,
+                crate::engine::handover::Metered::unless_default(
+                    &list_or_default(&self.registry.metered_registry, DEFAULT_METERED_REGISTRIES),
+                    self.registry.metered_get(),
+                ),
+            )?,
         };
         validate_options(&inject, "inject-")?;
         let probe_namespace = self.probe_namespace.as_deref().unwrap_or_default();

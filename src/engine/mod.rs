@@ -17,6 +17,7 @@
 //! `Attempt`); the best one becomes the [`Outcome`].
 
 pub(crate) mod classify;
+pub(crate) mod handover;
 mod host_loop;
 mod outcome;
 mod plan;

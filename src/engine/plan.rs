@@ -1,5 +1,6 @@
 //! What a check needs, resolved once from flags or webhook configuration.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,6 +73,9 @@ pub(crate) struct Plan {
     pub hosts_dir: Option<PathBuf>,
     /// `--insecure-registry` values.
     pub insecure: Vec<String>,
+    /// Endpoints handed over by the webhook (`check --registry-config`), by registry host:
+    /// used for those registries instead of `hosts_dir` and `insecure`.
+    pub handed_over: BTreeMap<String, Vec<hosts::Endpoint>>,
     /// Target platforms.
     pub platform: PlatformPolicy,
     /// Registries that meter manifest GETs (`docker.io`).
@@ -141,11 +145,14 @@ impl Plan {
         reference: &Reference,
         platform: &PlatformPolicy,
     ) -> Result<Resolution, PlanError> {
-        let all = hosts::endpoints(
-            self.hosts_dir.as_deref(),
-            reference.domain(),
-            &self.insecure,
-        )?;
+        let all = match self.handed_over.get(reference.domain()) {
+            Some(handed) => handed.clone(),
+            None => hosts::endpoints(
+                self.hosts_dir.as_deref(),
+                reference.domain(),
+                &self.insecure,
+            )?,
+        };
         let is_tag = reference.digest().is_none();
         let routes = all
             .into_iter()

@@ -18,29 +18,6 @@ use serde_json::{Map, Value};
 /// The pod-template annotation holding the index bodies.
 pub(crate) const ANNOTATION: &str = "pullcheck.io/index-bodies";
 
-/// The most the annotations of one workload may hold together, in bytes: bodies that would
-/// take them past this are left out (those images are checked on the node as before). Per
-/// object, not per template: a JobSet with 40 replicated Jobs repeats its bodies in each, and
-/// the stored object must stay far below etcd's request limit (1.5 MiB by default).
-pub(crate) const MAX_OBJECT_BYTES: usize = 64 * 1024;
-
-/// All of an object's annotations, keys and values, may take this many bytes
-/// (`ValidateAnnotationsSize` in k8s.io/apimachinery `pkg/api/validation/objectmeta.go`);
-/// a pod carries its template's.
-const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
-
-/// Left free below [`MAX_ANNOTATIONS_BYTES`] for what controllers add to the pods.
-const POD_ANNOTATIONS_MARGIN: usize = 4 * 1024;
-
-/// The bytes the annotation may take in a template whose other annotations are `existing`
-/// (their keys and values, as the API server counts them).
-pub(crate) fn room_beside(existing: usize) -> usize {
-    MAX_ANNOTATIONS_BYTES
-        .saturating_sub(POD_ANNOTATIONS_MARGIN)
-        .saturating_sub(existing)
-        .saturating_sub(ANNOTATION.len())
-}
-
 /// The annotation's value for these `(digest, body)` pairs, in order, each digest once, in
 /// at most `max` bytes; a body that is not UTF-8 text (an index is JSON) or doesn't fit is
 /// left out. `None` when none is left.
@@ -112,7 +89,7 @@ mod tests {
         let b = br#"{"schemaVersion":2,"manifests":[]}"#.to_vec();
         let text = encode(
             [("sha256:aa", a.as_slice()), ("sha256:bb", b.as_slice())],
-            MAX_OBJECT_BYTES,
+            64 * 1024,
         )
         .unwrap();
         assert_eq!(
@@ -123,7 +100,7 @@ mod tests {
 
     #[test]
     fn each_digest_once_text_only_and_within_the_limit() {
-        let max = MAX_OBJECT_BYTES;
+        let max = 64 * 1024;
         let big = vec![b'x'; max];
         let text = encode(
             [
@@ -143,10 +120,6 @@ mod tests {
         let text = encode([("sha256:d", fits.as_slice())], max).unwrap();
         assert_eq!(text.len(), max - 1);
         assert!(encode([("sha256:d", fits.as_slice())], max - 1).is_none());
-        // Beside other annotations: what the API server's 256 KiB leaves, less a margin.
-        assert_eq!(room_beside(0), 256 * 1024 - 4 * 1024 - ANNOTATION.len());
-        assert_eq!(room_beside(250 * 1024), 2 * 1024 - ANNOTATION.len());
-        assert_eq!(room_beside(300 * 1024), 0);
     }
 
     #[test]

@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::annotation_budget::{self, ObjectBudget};
 use super::index_bodies;
 use super::policy;
+use super::registry_config::{self, HandOverSource};
 use super::templates::{Table, pod_templates, pull_secret_names, template_images};
 pub use super::{CONTAINER_NAME, TransientAction, Warning};
 
@@ -27,11 +29,22 @@ pub(crate) const INDEX_BODIES_MOUNT_PATH: &str = "/var/run/pullcheck/index-bodie
 pub(crate) const INDEX_BODIES_FILE: &str = "bodies.json";
 /// The variable naming that file to `check` (its `--index-bodies`).
 pub(crate) const INDEX_BODIES_ENV: &str = "PULLCHECK_INDEX_BODIES";
+/// The pod-template annotation holding the registry configuration handed over.
+pub(crate) const REGISTRY_CONFIG_ANNOTATION: &str = registry_config::ANNOTATION;
+/// The downward-API volume holding [`REGISTRY_CONFIG_ANNOTATION`].
+pub(crate) const REGISTRY_CONFIG_VOLUME: &str = "pullcheck-registry-config";
+/// Where that volume is mounted, and its one file.
+pub(crate) const REGISTRY_CONFIG_MOUNT_PATH: &str = "/var/run/pullcheck/registry-config";
+pub(crate) const REGISTRY_CONFIG_FILE: &str = "config.json";
+/// The variable naming that file to `check` (its `--registry-config`).
+pub(crate) const REGISTRY_CONFIG_ENV: &str = "PULLCHECK_REGISTRY_CONFIG";
 /// Every pod-template volume pullcheck writes: what `inject --remove` (`k8s/remove.rs`)
 /// takes out with the init container. A new one is added here, in one line.
-pub(crate) const OWNED_VOLUMES: &[&str] = &[VOLUME_NAME, INDEX_BODIES_VOLUME];
+pub(crate) const OWNED_VOLUMES: &[&str] =
+    &[VOLUME_NAME, INDEX_BODIES_VOLUME, REGISTRY_CONFIG_VOLUME];
 /// Every pod-template annotation pullcheck writes (removed like [`OWNED_VOLUMES`]).
-pub(crate) const OWNED_ANNOTATIONS: &[&str] = &[index_bodies::ANNOTATION];
+pub(crate) const OWNED_ANNOTATIONS: &[&str] =
+    &[REGISTRY_CONFIG_ANNOTATION, index_bodies::ANNOTATION];
 /// Workload (or pod template) annotation that opts out when set to `"true"`.
 pub(crate) const SKIP_ANNOTATION: &str = "pullcheck.io/skip";
 /// Default CPU request and limit: enough for a TLS handshake without throttling.
@@ -71,6 +84,9 @@ pub struct InjectOptions {
     /// A template whose images have some gets them in its [`index_bodies::ANNOTATION`],
     /// and its init container reads them from a downward-API volume. Empty for `inject`.
     pub index_bodies: IndexBodies,
+    /// The registry settings handed to the injected check (the webhook's `--insecure-registry`,
+    /// `--ca-file`, `--hosts-dir`, metered settings; `inject`'s flags of those names).
+    pub registry: HandOverSource,
 }
 
 impl Default for InjectOptions {
@@ -83,6 +99,7 @@ impl Default for InjectOptions {
             fail_fast: false,
             transient: TransientAction::Count,
             index_bodies: BTreeMap::new(),
+            registry: HandOverSource::default(),
         }
     }
 }
@@ -153,8 +170,8 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         ..opts.clone()
     };
     let mut kubeflow_warned = false;
-    // Index bodies share one budget for the whole object (see index_bodies::MAX_OBJECT_BYTES).
-    let mut bodies_left = index_bodies::MAX_OBJECT_BYTES;
+    // pullcheck's annotations share one budget for the whole object (annotation_budget).
+    let mut budget = ObjectBudget::new();
     for t in &templates {
         let Some(template) = obj.pointer_mut(&t.pointer) else {
             continue;
@@ -173,9 +190,7 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
         } else {
             opts
         };
-        let done = inject_template(template, &t.pointer, these, bodies_left, &mut out);
-        bodies_left = bodies_left.saturating_sub(done.annotation_bytes);
-        if done.checked {
+        if inject_template(template, &t.pointer, these, &mut budget, &mut out) {
             injected.push(t.clone());
         }
     }
@@ -193,19 +208,6 @@ pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Ve
     out
 }
 
-/// What [`inject_template`] did to one template.
-struct TemplateInjected {
-    /// It has the checker now.
-    checked: bool,
-    /// The bytes of the index-bodies annotation it got.
-    annotation_bytes: usize,
-}
-
-const UNCHANGED: TemplateInjected = TemplateInjected {
-    checked: false,
-    annotation_bytes: 0,
-};
-
 /// The bytes the template's annotations other than pullcheck's take (keys and values).
 fn other_annotations_bytes(template: &Value) -> usize {
     template
@@ -213,31 +215,63 @@ fn other_annotations_bytes(template: &Value) -> usize {
         .and_then(Value::as_object)
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| k.as_str() != index_bodies::ANNOTATION)
+                .filter(|(k, _)| !OWNED_ANNOTATIONS.contains(&k.as_str()))
                 .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
                 .sum()
         })
         .unwrap_or(0)
 }
 
-/// Inject into one pod template, with at most `bodies_room` bytes of index bodies.
+/// Take out everything an earlier injection put into the template.
+fn remove_ours(template: &mut Value) {
+    for key in OWNED_ANNOTATIONS {
+        set_annotation(template, key, None);
+    }
+    if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+        remove_named(spec, "initContainers", CONTAINER_NAME);
+        for v in OWNED_VOLUMES {
+            remove_named(spec, "volumes", v);
+        }
+    }
+}
+
+/// The registry hosts of `refs`, each once, in order (an unparsable reference has none: the
+/// check reports it).
+fn registries_of(refs: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in refs {
+        if let Ok(r) = crate::reference::Reference::parse(r)
+            && !out.iter().any(|d| d == r.domain())
+        {
+            out.push(r.domain().to_string());
+        }
+    }
+    out
+}
+
+/// Inject into one pod template, spending from the object's annotation `budget`; true when
+/// the template has the checker now.
 fn inject_template(
     template: &mut Value,
     at: &str,
     opts: &InjectOptions,
-    bodies_room: usize,
+    budget: &mut ObjectBudget,
     out: &mut Vec<Warning>,
-) -> TemplateInjected {
+) -> bool {
     if is_windows(template) {
         warn(
             out,
             at,
             "Windows pod template: left unchanged (the pullcheck image is Linux-only)",
         );
-        return UNCHANGED;
+        return false;
     }
     if skipped(template) {
-        return UNCHANGED;
+        return false;
+    }
+    if template.get("spec").and_then(Value::as_object).is_none() {
+        warn(out, at, "pod template has no spec: left unchanged");
+        return false;
     }
     let mut refs: Vec<String> = Vec::new();
     for use_ in template_images(template, at) {
@@ -248,56 +282,141 @@ fn inject_template(
         }
         refs.push(use_.image);
     }
-    let secrets = pull_secret_names(template);
-    let bodies = if refs.is_empty() {
-        None
-    } else {
-        let room = bodies_room.min(index_bodies::room_beside(other_annotations_bytes(template)));
-        index_bodies::encode(
-            refs.iter()
-                .filter_map(|r| opts.index_bodies.get(r))
-                .flatten()
-                .map(|(digest, body)| (digest.as_str(), body.as_slice())),
-            room,
-        )
-    };
-    if template.get("spec").and_then(Value::as_object).is_none() {
-        warn(out, at, "pod template has no spec: left unchanged");
-        return UNCHANGED;
-    }
-    set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
-    let annotation_bytes = bodies.as_ref().map_or(0, String::len);
-    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
-        return UNCHANGED;
-    };
-    if bodies.is_none() {
-        remove_named(spec, "volumes", INDEX_BODIES_VOLUME);
-    }
     if refs.is_empty() {
-        remove_named(spec, "initContainers", CONTAINER_NAME);
-        remove_named(spec, "volumes", VOLUME_NAME);
+        remove_ours(template);
         warn(
             out,
             at,
             "no image to check (all imagePullPolicy: Never): no pullcheck init container",
         );
-        return UNCHANGED;
+        return false;
     }
+    let registries = registries_of(&refs);
+    // The registry configuration first: a check without it fails differently from the
+    // webhook's own, so where it can't be written no check is injected.
+    let config = match opts.registry.hand_over(&registries) {
+        Ok(c) => c,
+        Err(refusal) => {
+            remove_ours(template);
+            warn(out, at, format!("{refusal}: no pullcheck init container"));
+            return false;
+        }
+    };
+    let room = budget.room(other_annotations_bytes(template));
+    let config_cost = config.text.as_deref().map_or(0, |t| {
+        annotation_budget::cost(REGISTRY_CONFIG_ANNOTATION, t)
+    });
+    if config_cost > room {
+        remove_ours(template);
+        warn(
+            out,
+            at,
+            format!(
+                "registry config for {} ({config_cost} bytes) exceeds the {room} left for annotations: no pullcheck init container",
+                registries.join(", ")
+            ),
+        );
+        return false;
+    }
+    if config.text.is_some() && template.pointer("/spec/hostNetwork") != Some(&Value::Bool(true)) {
+        // What the check will contact: the endpoints handed over, and the other registries
+        // as they are (a CA bundle alone names none).
+        let mut hosts = config.hosts.clone();
+        for r in &registries {
+            if !hosts.iter().any(|(reg, _)| reg == r) {
+                hosts.push((r.clone(), r.clone()));
+            }
+        }
+        address_warnings(&hosts, at, out);
+    }
+    let bodies = index_bodies::encode(
+        refs.iter()
+            .filter_map(|r| opts.index_bodies.get(r))
+            .flatten()
+            .map(|(digest, body)| (digest.as_str(), body.as_slice())),
+        (room - config_cost).saturating_sub(index_bodies::ANNOTATION.len()),
+    );
+    budget.spend(
+        config_cost
+            + bodies
+                .as_deref()
+                .map_or(0, |b| annotation_budget::cost(index_bodies::ANNOTATION, b)),
+    );
+    set_annotation(template, REGISTRY_CONFIG_ANNOTATION, config.text.as_deref());
+    set_annotation(template, index_bodies::ANNOTATION, bodies.as_deref());
+    let secrets = pull_secret_names(template);
+    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let handed = Handed {
+        index_bodies: bodies.is_some(),
+        registry_config: config.text.is_some(),
+    };
     let inits = array_entry(spec, "initContainers");
     inits.retain(|c| name_of(c) != Some(CONTAINER_NAME));
-    inits.insert(0, init_container(&refs, &secrets, bodies.is_some(), opts));
+    inits.insert(0, init_container(&refs, &secrets, handed, opts));
     if secrets.is_empty() {
         remove_named(spec, "volumes", VOLUME_NAME);
     } else {
         put_volume(spec, volume(&secrets));
     }
-    if bodies.is_some() {
-        put_volume(spec, index_bodies_volume());
+    for (on, name, vol) in [
+        (
+            handed.index_bodies,
+            INDEX_BODIES_VOLUME,
+            index_bodies_volume as fn() -> Value,
+        ),
+        (
+            handed.registry_config,
+            REGISTRY_CONFIG_VOLUME,
+            registry_config_volume,
+        ),
+    ] {
+        if on {
+            put_volume(spec, vol());
+        } else {
+            remove_named(spec, "volumes", name);
+        }
     }
-    TemplateInjected {
-        checked: true,
-        annotation_bytes,
+    true
+}
+
+/// One warning per registry whose handed-over endpoints include an address only the node
+/// reaches: the init container runs in the pod's network namespace (unless hostNetwork),
+/// while the node's runtime pulls from the node's.
+fn address_warnings(hosts: &[(String, String)], at: &str, out: &mut Vec<Warning>) {
+    let mut warned: Vec<&str> = Vec::new();
+    for (registry, host) in hosts {
+        if warned.contains(&registry.as_str()) {
+            continue;
+        }
+        if let Some(why) = registry_config::node_only_address(host) {
+            warned.push(registry);
+            // Short (admission warnings are cut at 120 characters); docs/webhook.md says
+            // why and what to do.
+            let subject = if host == registry {
+                format!("registry {registry}")
+            } else {
+                format!("registry {registry}: mirror {host}")
+            };
+            warn(
+                out,
+                at,
+                format!(
+                    "{subject} is {why}: the init container can't reach it from the pod network"
+                ),
+            );
+        }
     }
+}
+
+/// What a template's init container reads from downward-API volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Handed {
+    /// [`index_bodies::ANNOTATION`].
+    pub index_bodies: bool,
+    /// [`REGISTRY_CONFIG_ANNOTATION`].
+    pub registry_config: bool,
 }
 
 /// Put `vol` in `spec.volumes`, in place of the one of its name.
@@ -352,6 +471,14 @@ fn index_bodies_volume() -> Value {
     }], "defaultMode": 420}})
 }
 
+/// The downward-API volume with the template's registry configuration as one file.
+fn registry_config_volume() -> Value {
+    json!({"name": REGISTRY_CONFIG_VOLUME, "downwardAPI": {"items": [{
+        "path": REGISTRY_CONFIG_FILE,
+        "fieldRef": {"apiVersion": "v1", "fieldPath": format!("metadata.annotations['{REGISTRY_CONFIG_ANNOTATION}']")},
+    }], "defaultMode": 420}})
+}
+
 fn name_of(v: &Value) -> Option<&str> {
     v.get("name").and_then(Value::as_str)
 }
@@ -395,7 +522,7 @@ fn array_entry<'a>(spec: &'a mut Map<String, Value>, list: &str) -> &'a mut Vec<
 pub(crate) fn init_container(
     refs: &[String],
     secrets: &[String],
-    index_bodies: bool,
+    handed: Handed,
     opts: &InjectOptions,
 ) -> Value {
     let mut args = vec!["check".to_string()];
@@ -432,17 +559,23 @@ pub(crate) fn init_container(
         mounts
             .push(json!({"name": VOLUME_NAME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": true}));
     }
-    if index_bodies {
+    let mut env = Vec::new();
+    if handed.index_bodies {
         mounts.push(json!({"name": INDEX_BODIES_VOLUME, "mountPath": INDEX_BODIES_MOUNT_PATH, "readOnly": true}));
+        env.push(json!({"name": INDEX_BODIES_ENV, "value": format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}")}));
+    }
+    if handed.registry_config {
+        mounts.push(json!({"name": REGISTRY_CONFIG_VOLUME, "mountPath": REGISTRY_CONFIG_MOUNT_PATH, "readOnly": true}));
+        env.push(json!({"name": REGISTRY_CONFIG_ENV, "value": format!("{REGISTRY_CONFIG_MOUNT_PATH}/{REGISTRY_CONFIG_FILE}")}));
     }
     if !mounts.is_empty() {
         c["volumeMounts"] = Value::Array(mounts);
     }
-    if index_bodies {
-        // An environment variable, not `--index-bodies`: a checker image older than the
-        // webhook (a mirror, a pinned digest, a rollback) ignores it instead of exiting 2 on
-        // an unknown flag.
-        c["env"] = json!([{"name": INDEX_BODIES_ENV, "value": format!("{INDEX_BODIES_MOUNT_PATH}/{INDEX_BODIES_FILE}")}]);
+    if !env.is_empty() {
+        // Environment variables, not `--index-bodies`/`--registry-config`: a checker image
+        // older than the webhook (a mirror, a pinned digest, a rollback) ignores them
+        // instead of exiting 2 on an unknown flag.
+        c["env"] = Value::Array(env);
     }
     c
 }
@@ -499,6 +632,11 @@ pub(crate) fn inject_documents(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::handover::RegistrySettings;
+
+    fn source(s: RegistrySettings) -> HandOverSource {
+        HandOverSource(Some(Arc::new(s)))
+    }
 
     fn job(images: &[&str]) -> Value {
         let containers: Vec<Value> = images
@@ -692,5 +830,223 @@ mod tests {
         );
         assert!(t["spec"].get("volumes").is_none(), "{}", t["spec"]);
         assert!(t["spec"]["initContainers"][0].get("env").is_none());
+    }
+
+    fn insecure(hosts: &[&str]) -> InjectOptions {
+        InjectOptions {
+            registry: source(RegistrySettings {
+                insecure: hosts.iter().map(|h| h.to_string()).collect(),
+                ..RegistrySettings::default()
+            }),
+            ..InjectOptions::default()
+        }
+    }
+
+    /// The registry configuration comes as annotation, downward-API volume, mount and
+    /// variable, beside the index bodies; injecting again is a fixed point, and a pass
+    /// without settings takes all of it back.
+    #[test]
+    fn registry_config_is_handed_over_idempotently() {
+        let table = Table::builtin();
+        let mut obj = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        let mut opts = insecure(&["10.0.0.5:5000"]);
+        opts.index_bodies = with_bodies(&[("busybox", "sha256:bb", b"{}")]).index_bodies;
+        assert!(inject_object(&mut obj, &opts, &table).is_empty());
+        let t = &obj["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"],
+            json!({
+                "pullcheck.io/registry-config": r#"{"registries":{"10.0.0.5:5000":[{"url":"http://10.0.0.5:5000/v2"}]}}"#,
+                "pullcheck.io/index-bodies": r#"{"sha256:bb":"{}"}"#,
+            })
+        );
+        assert_eq!(
+            t["spec"]["volumes"],
+            json!([
+                {"name": "pullcheck-index-bodies", "downwardAPI": {"items": [{"path": "bodies.json",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['pullcheck.io/index-bodies']"}}],
+                    "defaultMode": 420}},
+                {"name": "pullcheck-registry-config", "downwardAPI": {"items": [{"path": "config.json",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['pullcheck.io/registry-config']"}}],
+                    "defaultMode": 420}},
+            ])
+        );
+        let c = &t["spec"]["initContainers"][0];
+        assert_eq!(
+            c["args"],
+            json!([
+                "check",
+                "--no-docker-config",
+                "10.0.0.5:5000/ml/trainer:v1",
+                "busybox"
+            ])
+        );
+        assert_eq!(
+            c["env"],
+            json!([
+                {"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"},
+                {"name": "PULLCHECK_REGISTRY_CONFIG", "value": "/var/run/pullcheck/registry-config/config.json"},
+            ])
+        );
+        assert_eq!(
+            c["volumeMounts"],
+            json!([
+                {"name": "pullcheck-index-bodies", "mountPath": "/var/run/pullcheck/index-bodies", "readOnly": true},
+                {"name": "pullcheck-registry-config", "mountPath": "/var/run/pullcheck/registry-config", "readOnly": true},
+            ])
+        );
+        let once = obj.clone();
+        assert!(inject_object(&mut obj, &opts, &table).is_empty());
+        assert_eq!(obj, once);
+        // Settings that don't concern this template's registries write nothing.
+        let mut other = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        inject_object(&mut other, &insecure(&["10.9.9.9:5000"]), &table);
+        inject_object(&mut obj, &InjectOptions::default(), &table);
+        let mut plain = job(&["10.0.0.5:5000/ml/trainer:v1", "busybox"]);
+        inject_object(&mut plain, &InjectOptions::default(), &table);
+        assert_eq!(obj, plain);
+        assert_eq!(other, plain);
+    }
+
+    /// A registry on the node's loopback is warned about once, naming it, in a pod-network
+    /// template; a hostNetwork template shares the node's loopback and gets no warning.
+    #[test]
+    fn node_only_addresses_are_warned_about_unless_host_network() {
+        let table = Table::builtin();
+        let opts = insecure(&["127.0.0.1:5000"]);
+        let mut obj = job(&["127.0.0.1:5000/ml/trainer:v1", "127.0.0.1:5000/ml/data:v2"]);
+        let w = inject_object(&mut obj, &opts, &table);
+        assert_eq!(
+            w,
+            [Warning {
+                path: "/spec/template".into(),
+                message: "registry 127.0.0.1:5000 is a loopback address: the init container can't reach it from the pod network".into(),
+            }]
+        );
+        assert!(obj["spec"]["template"]["spec"]["initContainers"][0].is_object());
+        let mut host = job(&["127.0.0.1:5000/ml/trainer:v1"]);
+        host["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        assert!(inject_object(&mut host, &opts, &table).is_empty());
+        assert!(host["spec"]["template"]["spec"]["initContainers"][0].is_object());
+    }
+
+    /// The hand-over is served before the index bodies and counted per object: a JobSet
+    /// whose replicated Jobs each repeat a large CA bundle gets the check only in the
+    /// templates the budget covers, with a warning naming the registry for the others, and
+    /// an earlier injection there is taken back.
+    #[test]
+    fn the_hand_over_shares_the_object_budget_and_a_template_it_misses_gets_no_check() {
+        let table = Table::builtin();
+        let pem = include_str!("../engine/handover/test-ca.pem");
+        let big = pem.repeat(20); // ~13 KiB of certificates as JSON
+        let opts = InjectOptions {
+            registry: source(RegistrySettings {
+                ca_bundles: vec![big],
+                ..RegistrySettings::default()
+            }),
+            ..with_bodies(&[(
+                "reg.internal/a:1",
+                "sha256:aa",
+                vec![b'x'; 10 * 1024].as_slice(),
+            )])
+        };
+        let rj: Vec<Value> = (0..5)
+            .map(|i| {
+                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "reg.internal/a:1"}]}}}}})
+            })
+            .collect();
+        let mut js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}});
+        // A first pass without the bodies' budget pressure: every template checked.
+        inject_object(&mut js, &InjectOptions::default(), &table);
+        let w = inject_object(&mut js, &opts, &table);
+        let tmpl = |i: usize| &js["spec"]["replicatedJobs"][i]["template"]["spec"]["template"];
+        let got: Vec<(bool, bool, bool)> = (0..5)
+            .map(|i| {
+                let a = &tmpl(i)["metadata"]["annotations"];
+                (
+                    a[REGISTRY_CONFIG_ANNOTATION].is_string(),
+                    a[index_bodies::ANNOTATION].is_string(),
+                    tmpl(i)["spec"].get("initContainers").is_some(),
+                )
+            })
+            .collect();
+        // 13 KiB + 10 KiB twice, then the hand-over alone (the bodies don't fit beside
+        // it), then nothing: 64 KiB.
+        assert_eq!(
+            got,
+            [
+                (true, true, true),
+                (true, true, true),
+                (true, false, true),
+                (false, false, false),
+                (false, false, false)
+            ]
+        );
+        assert_eq!(w.len(), 2, "{w:?}");
+        for (i, w) in w.iter().enumerate() {
+            assert_eq!(
+                w.path,
+                format!("/spec/replicatedJobs/{}/template/spec/template", i + 3)
+            );
+            assert!(
+                w.message.starts_with("registry config for reg.internal (")
+                    && w.message
+                        .ends_with(" left for annotations: no pullcheck init container"),
+                "{}",
+                w.message
+            );
+        }
+        assert!(tmpl(3).get("metadata").is_none());
+        assert!(tmpl(3)["spec"].get("volumes").is_none());
+        let once = js.clone();
+        inject_object(&mut js, &opts, &table);
+        assert_eq!(js, once);
+    }
+
+    /// A registry whose hosts.toml sends headers gets no check: the header is never copied
+    /// into the workload, and a check without it could be refused.
+    #[test]
+    fn a_registry_needing_headers_gets_no_check() {
+        let table = Table::builtin();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("reg.internal")).unwrap();
+        std::fs::write(
+            dir.path().join("reg.internal/hosts.toml"),
+            "server = \"https://reg.internal\"\n[header]\nAuthorization = \"Bearer s3cret\"\n",
+        )
+        .unwrap();
+        let opts = InjectOptions {
+            registry: source(RegistrySettings {
+                hosts_dir: Some(dir.path().to_path_buf()),
+                ..RegistrySettings::default()
+            }),
+            ..InjectOptions::default()
+        };
+        let mut obj = job(&["reg.internal/a:1"]);
+        let w = inject_object(&mut obj, &opts, &table);
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            w[0].message,
+            "registry reg.internal: hosts.toml sends header Authorization to reg.internal, never copied into workloads: no pullcheck init container"
+        );
+        assert_eq!(obj, job(&["reg.internal/a:1"]));
+    }
+
+    /// `inject --remove` takes the hand-over out with the container.
+    #[test]
+    fn remove_takes_the_registry_config_out() {
+        let table = Table::builtin();
+        let mut obj = job(&["10.0.0.5:5000/ml/trainer:v1"]);
+        obj["spec"]["template"]["metadata"] = json!({"annotations": {"team": "ml"}});
+        let before = obj.clone();
+        inject_object(&mut obj, &insecure(&["10.0.0.5:5000"]), &table);
+        assert!(
+            obj["spec"]["template"]["metadata"]["annotations"][REGISTRY_CONFIG_ANNOTATION]
+                .is_string()
+        );
+        super::super::remove::remove_object(&mut obj, &table);
+        assert_eq!(obj, before);
     }
 }

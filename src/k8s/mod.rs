@@ -12,10 +12,12 @@
 //! warnings, the message limit) are defined here, so none of them imports another for them.
 //! Nothing here touches the network; objects are plain [`serde_json::Value`]s.
 
+pub(crate) mod annotation_budget;
 pub(crate) mod index_bodies;
 pub mod inject;
 pub mod lint;
 pub(crate) mod policy;
+pub mod registry_config;
 pub mod remove;
 pub mod templates;
 pub mod yaml;

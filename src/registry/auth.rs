@@ -61,6 +61,7 @@ impl Origin {
             scheme: ep.scheme.as_str().to_string(),
             tls: TlsProfile {
                 ca_files: ep.ca_files.clone(),
+                ca_pems: ep.ca_pems.clone(),
                 skip_verify: ep.skip_verify,
             },
         }

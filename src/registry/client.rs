@@ -77,11 +77,12 @@ impl Registry {
     /// Assemble the transport stack.
     pub(crate) fn new(
         ca_files: Vec<std::path::PathBuf>,
+        ca_pems: &[String],
         guard: Guard,
         request_timeout: Duration,
     ) -> Result<Registry, super::tls::TlsError> {
         let ua = format!("pullcheck/{}", env!("CARGO_PKG_VERSION"));
-        let pool = ClientPool::new(ca_files, guard.clone(), ua)?;
+        let pool = ClientPool::new(ca_files, ca_pems, guard.clone(), ua)?;
         Ok(Registry {
             http: Http::new(pool, guard, request_timeout),
             tokens: TokenCache::default(),
@@ -108,6 +109,7 @@ impl Registry {
     fn tls(ep: &Endpoint) -> TlsProfile {
         TlsProfile {
             ca_files: ep.ca_files.clone(),
+            ca_pems: ep.ca_pems.clone(),
             skip_verify: ep.skip_verify,
         }
     }

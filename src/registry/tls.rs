@@ -22,6 +22,8 @@ use super::limits;
 pub(crate) struct TlsProfile {
     /// Extra CA files (PEM) for this endpoint.
     pub ca_files: Vec<PathBuf>,
+    /// Extra CA certificates (PEM text) for this endpoint.
+    pub ca_pems: Vec<String>,
     /// Accept any server certificate.
     pub skip_verify: bool,
 }
@@ -72,6 +74,31 @@ pub(crate) fn load_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsE
     })
 }
 
+/// Certificates from PEM text handed over by the webhook (`engine::handover`), with the
+/// rule of [`load_pem`].
+pub(crate) fn pem_text(text: &str) -> Result<Vec<CertificateDer<'static>>, crate::pem::PemError> {
+    crate::pem::certificates_in(text.as_bytes())
+}
+
+/// The text of a CA file, checked as [`load_pem`] checks it: what is handed over.
+pub(crate) fn ca_text(path: &Path) -> Result<String, TlsError> {
+    load_pem(path)?;
+    crate::files::read_capped_text(path, crate::pem::MAX_CA_FILE_BYTES).map_err(|e| {
+        TlsError::CaFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    })
+}
+
+/// A handed-over bundle that no longer decodes (`check --registry-config` checked it).
+fn handed_over(e: crate::pem::PemError) -> TlsError {
+    TlsError::CaFile {
+        path: PathBuf::from("--registry-config"),
+        message: e.to_string(),
+    }
+}
+
 /// Builds and caches HTTP clients per [`TlsProfile`].
 pub(crate) struct ClientPool {
     base_roots: Arc<RootCertStore>,
@@ -81,9 +108,11 @@ pub(crate) struct ClientPool {
 }
 
 impl ClientPool {
-    /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set. Errors name the file.
+    /// `ca_files`: `--ca-file` values plus `SSL_CERT_FILE` if set; `ca_pems`: CA
+    /// certificates handed over as PEM text. Errors name the file.
     pub(crate) fn new(
         ca_files: Vec<PathBuf>,
+        ca_pems: &[String],
         guard: Guard,
         user_agent: String,
     ) -> Result<Self, TlsError> {
@@ -92,6 +121,9 @@ impl ClientPool {
         roots.add_parsable_certificates(webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned());
         for f in &ca_files {
             roots.add_parsable_certificates(load_pem(f)?);
+        }
+        for text in ca_pems {
+            roots.add_parsable_certificates(pem_text(text).map_err(handed_over)?);
         }
         Ok(ClientPool {
             base_roots: Arc::new(roots),
@@ -132,6 +164,9 @@ impl ClientPool {
             let mut roots = (*self.base_roots).clone();
             for f in &profile.ca_files {
                 roots.add_parsable_certificates(load_pem(f)?);
+            }
+            for text in &profile.ca_pems {
+                roots.add_parsable_certificates(pem_text(text).map_err(handed_over)?);
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };

@@ -25,13 +25,14 @@ pub(crate) fn platforms_key(platforms: &[Platform]) -> String {
 /// Build the shared engine. Checks the CA files once, so a bad `--ca-file` fails at
 /// startup rather than per request.
 pub(crate) fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
-    let registry = Registry::new(config.ca_files.clone(), guard, config.request_timeout)?;
+    let registry = Registry::new(config.ca_files.clone(), &[], guard, config.request_timeout)?;
     let plan = Plan {
         // Per call: see `check_one_with`.
         keychain: Keychain::empty(),
         platform: PlatformPolicy::Any,
         hosts_dir: config.hosts_dir.clone(),
         insecure: config.insecure.clone(),
+        handed_over: Default::default(),
         metered: config.metered.clone(),
         metered_get: config.metered_get,
         node_credentials: config.node_credentials.clone(),

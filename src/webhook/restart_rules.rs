@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::cluster::Cluster;
 use crate::k8s::KubernetesVersion;
-use crate::k8s::inject::{CONTAINER_NAME, InjectOptions, TransientAction, init_container};
+use crate::k8s::inject::{CONTAINER_NAME, Handed, InjectOptions, TransientAction, init_container};
 
 /// Where the dry-run probe Pod is created (`--probe-namespace`, `--probe-service-account`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
         transient: TransientAction::Restart,
         ..opts.clone()
     };
-    let init = init_container(&[], &[], false, &opts);
+    let init = init_container(&[], &[], Handed::default(), &opts);
     let mut main = init.clone();
     if let Some(m) = main.as_object_mut() {
         m.shift_remove("restartPolicy");

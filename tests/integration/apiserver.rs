@@ -24,6 +24,7 @@
 //! `watch` applies the chart's watch objects (`watch.enabled=true`) and runs `pullcheck watch`
 //! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
+mod handover;
 mod providers;
 mod restart_rules;
 mod watch;
@@ -506,8 +507,20 @@ fn missing() -> String {
 /// `flag` replaced by `with`; its configurations come from the chart (release `release`) in
 /// tls.mode=external with that CA as tls.caBundle, for namespaces labeled `label=true`.
 fn second_webhook(env: &Env, release: &str, label: &str, flag: &str, with: &str) -> Webhook {
+    second_webhook_extra(env, release, label, flag, with, &[])
+}
+
+/// [`second_webhook`] with `extra` arguments appended.
+fn second_webhook_extra(
+    env: &Env,
+    release: &str,
+    label: &str,
+    flag: &str,
+    with: &str,
+    extra: &[String],
+) -> Webhook {
     let port = free_port();
-    let args: Vec<String> = env
+    let mut args: Vec<String> = env
         .args
         .iter()
         .map(|a| {
@@ -521,6 +534,7 @@ fn second_webhook(env: &Env, release: &str, label: &str, flag: &str, with: &str)
         })
         .collect();
     assert!(args.iter().any(|a| a == with), "no {flag} in {args:?}");
+    args.extend_from_slice(extra);
     let webhook = support::webhook::start(&args, &env.rust_log);
     let ca = env.dir.path().join("tls/ca.crt");
     let rendered = helm_template(

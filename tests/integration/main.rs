@@ -27,6 +27,7 @@ mod metered;
 mod mirrors_explain;
 mod netns;
 mod redirects;
+mod registry_handover;
 mod regression;
 mod scan;
 mod support;

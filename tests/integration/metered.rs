@@ -307,10 +307,14 @@ fn handed_over(
     json_patch::patch(&mut obj, &patch).unwrap();
     let t = &obj["spec"]["template"];
     let c = &t["spec"]["initContainers"][0];
-    // The file is named by an environment variable, which an older checker ignores.
+    // The file is named by an environment variable, which an older checker ignores; the
+    // webhook's registry settings (its --ca-file, the insecure stand-in) come beside it.
     assert_eq!(
         c["env"],
-        json!([{"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"}]),
+        json!([
+            {"name": "PULLCHECK_INDEX_BODIES", "value": "/var/run/pullcheck/index-bodies/bodies.json"},
+            {"name": "PULLCHECK_REGISTRY_CONFIG", "value": "/var/run/pullcheck/registry-config/config.json"},
+        ]),
         "{c}"
     );
     let volume = t["spec"]["volumes"]

@@ -117,6 +117,9 @@ pub struct Endpoint {
     pub capabilities: Capabilities,
     /// Extra CA certificate files (PEM), absolute or relative to the working directory.
     pub ca_files: Vec<PathBuf>,
+    /// Extra CA certificates as PEM text (handed over by the webhook,
+    /// `engine::handover`); empty for endpoints read from `hosts.toml`.
+    pub ca_pems: Vec<String>,
     /// Do not verify the server certificate.
     pub skip_verify: bool,
     /// Extra request headers (`header` tables), sorted by name, one pair per value.
@@ -328,6 +331,7 @@ impl HostConfig {
             path,
             capabilities,
             ca_files: self.ca_files,
+            ca_pems: Vec::new(),
             skip_verify: skip_verify.unwrap_or(false),
             headers: self.headers,
             is_mirror,
