@@ -156,6 +156,13 @@ fn lint_one(obj: &Value, table: &Table) -> Vec<Finding> {
         }
         return cx.out;
     }
+    if let Some(at) = super::templates::uncovered_image_place(obj, table) {
+        cx.push(
+            rule::UNKNOWN_KIND,
+            &at,
+            "an image outside the kind's pod template paths: it is not checked; fix the paths with --kinds".to_string(),
+        );
+    }
     let templates: Vec<PodTemplateRef> = pod_templates(obj, table)
         .into_iter()
         .filter(|t| {

@@ -435,6 +435,56 @@ pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static 
     })
 }
 
+/// For an object of a kind the table knows: the first place (a JSON pointer) holding a
+/// `containers` list or a string `image` field that none of its pod template paths covers,
+/// so its images would go unchecked (a `--kinds` row with a typo in a path, or one that
+/// names some of a RayJob's groups but not all). `None` when every such place is inside a
+/// resolved pod template, and for unknown kinds ([`unknown_kind_holds`] covers those).
+pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String> {
+    table.lookup(obj)?;
+    let api = obj.get("apiVersion").and_then(Value::as_str);
+    let kind = obj.get("kind").and_then(Value::as_str);
+    if api == Some("v1") && matches!(kind, Some("ConfigMap" | "Secret")) {
+        return None;
+    }
+    let covered: Vec<String> = pod_templates(obj, table)
+        .into_iter()
+        .map(|t| t.pointer)
+        .collect();
+    let inside = |at: &str| {
+        covered
+            .iter()
+            .any(|t| t.is_empty() || at == t || at.starts_with(&format!("{t}/")))
+    };
+    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    if (k == "containers" && c.is_array()) || (k == "image" && c.is_string()) {
+                        out.push(here);
+                        continue;
+                    }
+                    walk(c, &here, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, c) in a.iter().enumerate() {
+                    walk(c, &format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut places = Vec::new();
+    for (k, v) in obj.as_object().into_iter().flatten() {
+        if k != "metadata" {
+            walk(v, &format!("/{k}"), &mut places);
+        }
+    }
+    places.into_iter().find(|p| !inside(p))
+}
+
 /// `unknown kind API KIND`, the start of every message about such an object.
 pub(crate) fn unknown_kind(obj: &Value) -> String {
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
@@ -445,6 +495,13 @@ pub(crate) fn unknown_kind(obj: &Value) -> String {
 /// The sentence `scan` and `inject` say about an object [`unknown_kind_holds`] finds
 /// (callers add what they did about it).
 pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
+    if let Some(at) = uncovered_image_place(obj, table) {
+        let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("?");
+        return Some(format!(
+            "{api} {kind} holds an image at {at}, outside its pod template paths, which pullcheck doesn't know where to find"
+        ));
+    }
     let holds = unknown_kind_holds(obj, table)?;
     let how = if holds == "holds containers" {
         "pullcheck doesn't know where to find"

@@ -370,3 +370,41 @@ fn a_platform_flag_typo_is_a_usage_error_with_the_close_match() {
         "pullcheck: --cluster-platform lnux/arm64: invalid platform \"lnux/arm64\": unknown operating system \"lnux\" (did you mean linux/arm64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
     );
 }
+
+/// A `--kinds` row whose paths miss where the object keeps its containers (a typo, or a
+/// TrainJob that has no pod template at all) must not turn the object into "0 images, exit
+/// 0": scan refuses it, lint --strict fails (found by a newcomer's trial).
+#[test]
+fn a_kinds_row_that_misses_the_containers_is_not_a_clean_pass() {
+    let dir = temp_dir();
+    let kinds = dir.path().join("kinds.yaml");
+    std::fs::write(
+        &kinds,
+        "- {apiVersion: ray.io/v1, kind: RayJob, podTemplatePaths: [spec.rayClusterSpec.headGroupSpec.templat]}\n",
+    )
+    .unwrap();
+    let job = dir.path().join("rayjob.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\nspec:\n  rayClusterSpec:\n    headGroupSpec:\n      template:\n        spec:\n          containers: [{name: head, image: 'r.example/ray:missing'}]\n",
+    )
+    .unwrap();
+    let (kinds, job) = (kinds.to_str().unwrap(), job.to_str().unwrap());
+    let r = run(&["scan", "--kinds", kinds, "-f", job], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: {job}: document 1: ray.io/v1 RayJob holds an image at /spec/rayClusterSpec/headGroupSpec/template/spec/containers, outside its pod template paths, which pullcheck doesn't know where to find: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds\n"
+        )
+    );
+    let r = run(&["lint", "--strict", "--kinds", kinds, "-f", job], &[]);
+    r.assert_code(30);
+    assert!(
+        r.stdout.contains(
+            "/spec/rayClusterSpec/headGroupSpec/template/spec/containers: unknown-kind-with-images: an image outside the kind's pod template paths: it is not checked; fix the paths with --kinds"
+        ),
+        "{}",
+        r.stdout
+    );
+}
