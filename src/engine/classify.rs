@@ -7,6 +7,33 @@
 use crate::registry::error::{Failure, RegistryError, is_retryable_status};
 use crate::verdict::Verdict;
 
+/// When the guard refused the registry endpoint itself (`endpoint`: `host` or `host:port`)
+/// because it is on a loopback address: the detail of a `transient` "not checked". The
+/// webhook's guard refuses loopback registries (the CLI's allows them), yet the node's runtime
+/// may well pull from one (kind's local registry, a node-local mirror), so this is no fact
+/// about the image and must not deny a Job. A registry that sends pullcheck to a loopback
+/// realm or redirect target is another host: that stays `denied`.
+pub(crate) fn loopback_registry_refused(e: &RegistryError, endpoint: &str) -> Option<String> {
+    let RegistryError::Transport {
+        failure: Failure::Guard(g),
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let (host, class) = g.refused.as_ref()?;
+    let endpoint_host = match endpoint.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => endpoint,
+    };
+    let endpoint_host = endpoint_host.trim_start_matches('[').trim_end_matches(']');
+    (*class == crate::registry::guard::AddrClass::Loopback && host == endpoint_host).then(|| {
+        format!(
+            "not checked: the address guard refuses loopback registries ({g}); allow them with --allow-loopback-registries (chart: registry.allowLoopback)"
+        )
+    })
+}
+
 /// The verdict and one-line detail for a failed request.
 pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
     match e {

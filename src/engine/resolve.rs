@@ -77,6 +77,14 @@ impl Attempt {
     }
 
     fn failed(mut self, route: &Route, e: &RegistryError) -> Attempt {
+        if let Some(detail) = classify::loopback_registry_refused(e, &route.endpoint.host) {
+            // Not a registry's answer and not a hostile referral: pullcheck did not look.
+            self.guard_refused = true;
+            if self.digest.is_none() {
+                self.host_failure = Some(HostFailure::Error);
+            }
+            return self.with(Verdict::Transient, detail);
+        }
         let (v, mut detail) = classify::verdict_for(e);
         if let (
             Some(value),

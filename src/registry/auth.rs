@@ -121,7 +121,7 @@ pub(crate) async fn authorization(
                 .map_err(|e| RegistryError::Transport {
                     method: "GET".into(),
                     url: redact_url(&realm),
-                    failure: Failure::Guard(e.0),
+                    failure: Failure::Guard(e),
                 })?;
             let scopes = token::scopes(scope, ch);
             let key = TokenKey {

@@ -216,7 +216,7 @@ impl Registry {
             .map_err(|e| RegistryError::Transport {
                 method: method.to_string(),
                 url: ep.base_url(),
-                failure: Failure::Guard(e.0),
+                failure: Failure::Guard(e),
             })?;
         let url_text = ep.manifest_url(repository, reference, *ns);
         let url = Url::parse(&url_text).map_err(|e| RegistryError::Protocol {

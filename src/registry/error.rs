@@ -51,7 +51,7 @@ pub(crate) enum Failure {
     /// A body exceeded its cap (bytes).
     TooLarge(usize),
     /// The guard refused the destination before anything was sent.
-    Guard(String),
+    Guard(super::guard::GuardError),
     /// Anything else from the HTTP stack.
     Other(String),
 }

@@ -182,8 +182,25 @@ impl Default for GuardPolicy {
 
 /// A refusal, with the reason in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct GuardError(pub String);
+#[error("{message}")]
+pub(crate) struct GuardError {
+    /// The reason, one line.
+    pub message: String,
+    /// The host and the class of the refused address, when the refusal is about one (not
+    /// a deny list, a scheme or userinfo): the engine tells "refused to look at a loopback
+    /// registry" (no fact about the image) from a registry that sent us to one.
+    pub refused: Option<(String, AddrClass)>,
+}
+
+impl GuardError {
+    /// A refusal that is not about an address class.
+    pub(crate) fn new(message: impl Into<String>) -> GuardError {
+        GuardError {
+            message: message.into(),
+            refused: None,
+        }
+    }
+}
 
 /// The guard: a policy, shared cheaply (one `Arc`). Stateless: every decision is a
 /// function of the policy and its arguments.
@@ -266,12 +283,12 @@ impl Guard {
         let host = strip_port(endpoint_host);
         let p = &self.policy;
         if p.deny_hosts.iter().any(|d| host_matches(d, &host)) {
-            return Err(GuardError(format!(
+            return Err(GuardError::new(format!(
                 "registry host {host} is on the deny list"
             )));
         }
         if !p.allow_hosts.is_empty() && !p.allow_hosts.iter().any(|a| host_matches(a, &host)) {
-            return Err(GuardError(format!(
+            return Err(GuardError::new(format!(
                 "registry host {host} is not on the allow list"
             )));
         }
@@ -283,16 +300,16 @@ impl Guard {
 
     fn check_ip(&self, host: &str, ip: IpAddr, allowed: Classes) -> Result<(), GuardError> {
         if self.policy.deny_addrs.contains(&ip) {
-            return Err(GuardError(format!(
+            return Err(GuardError::new(format!(
                 "{host} is {ip}, which is on the deny list"
             )));
         }
         let class = classify(ip);
         if !allowed.contains(class) {
-            return Err(GuardError(format!(
-                "{host} is {ip}, a {} address",
-                class.name()
-            )));
+            return Err(GuardError {
+                message: format!("{host} is {ip}, a {} address", class.name()),
+                refused: Some((host.to_string(), class)),
+            });
         }
         Ok(())
     }
@@ -310,15 +327,15 @@ impl Guard {
             "https" => {}
             "http" if endpoint_scheme == "http" => {}
             "http" => {
-                return Err(GuardError(format!(
+                return Err(GuardError::new(format!(
                     "token realm {} is plain http while the registry uses https",
                     super::error::redact_url(realm)
                 )));
             }
-            other => return Err(GuardError(format!("token realm has scheme {other:?}"))),
+            other => return Err(GuardError::new(format!("token realm has scheme {other:?}"))),
         }
         if !realm.username().is_empty() || realm.password().is_some() {
-            return Err(GuardError("token realm carries userinfo".to_string()));
+            return Err(GuardError::new("token realm carries userinfo".to_string()));
         }
         self.admit_url(realm, self.allowed(Destination::Referral { from }))
     }
@@ -327,9 +344,9 @@ impl Guard {
     /// `allowed`: no userinfo; an IP literal must be of an allowed class.
     pub(crate) fn admit_url(&self, url: &Url, allowed: Classes) -> Result<(), GuardError> {
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(GuardError("URL carries userinfo".to_string()));
+            return Err(GuardError::new("URL carries userinfo".to_string()));
         }
-        let host = url_host(url).ok_or_else(|| GuardError("URL has no host".into()))?;
+        let host = url_host(url).ok_or_else(|| GuardError::new("URL has no host"))?;
         if let Ok(ip) = host.parse::<IpAddr>() {
             self.check_ip(&host, ip, allowed)?;
         }
@@ -629,9 +646,10 @@ mod tests {
             .downcast_ref::<GuardError>()
             .expect("the guard's own error");
         assert!(
-            refused.0.starts_with("localhost is ") && refused.0.ends_with(", a loopback address"),
+            refused.message.starts_with("localhost is ")
+                && refused.message.ends_with(", a loopback address"),
             "{}",
-            refused.0
+            refused.message
         );
     }
 

@@ -193,7 +193,7 @@ impl Http {
         let allowed = self.guard.allowed(req.destination);
         self.guard
             .admit_url(&req.url, allowed)
-            .map_err(|e| fail(Failure::Guard(e.0)))?;
+            .map_err(|e| fail(Failure::Guard(e)))?;
         let client = self
             .pool
             .client(&req.tls, allowed)
@@ -293,10 +293,10 @@ pub(crate) fn next_hop(req: &Request, resp: &Response) -> Option<Result<Request,
     }
     let next = req.url.join(resp.header("location")?).ok()?;
     if req.url.scheme() == "https" && next.scheme() != "https" {
-        return Some(Err(Failure::Guard(format!(
+        return Some(Err(Failure::Guard(GuardError::new(format!(
             "redirect from https to {}",
             redact_url(&next)
-        ))));
+        )))));
     }
     let same_origin = next.host_str() == req.url.host_str()
         && next.port_or_known_default() == req.url.port_or_known_default();
@@ -345,7 +345,7 @@ fn classify(err: &reqwest::Error) -> Failure {
             return Failure::Dns(format!("{} ({})", d.host, d.message));
         }
         if let Some(g) = e.downcast_ref::<GuardError>() {
-            return Failure::Guard(g.0.clone());
+            return Failure::Guard(g.clone());
         }
         if let Some(t) = e.downcast_ref::<rustls::Error>() {
             if let (true, Some(host)) = (is_plain_http(t), err.url().map(host_port)) {
@@ -540,7 +540,7 @@ of those names or reissue the certificate with x.example in its subjectAltName"
         let err = next_hop(&req, &resp).unwrap().unwrap_err();
         assert_eq!(
             err,
-            Failure::Guard("redirect from https to http://a.example/x".into())
+            Failure::Guard(GuardError::new("redirect from https to http://a.example/x"))
         );
     }
 

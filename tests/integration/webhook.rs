@@ -221,6 +221,25 @@ fn the_webhook_honours_ssl_cert_file() {
     );
 }
 
+/// A registry on a loopback address (kind's `localhost:5001`, a node-local mirror) is one the
+/// node's runtime may pull from; the webhook's guard refuses to look, which is no fact about
+/// the image: admitted, not verified, with the fix named, never `denied` (a newcomer's Job
+/// was rejected in enforce mode).
+#[test]
+fn a_loopback_registry_the_guard_refuses_is_admitted_not_denied() {
+    let anon = &fixture().anon;
+    let wh = Webhook::start_raw(&["--insecure-registry", &anon.host]);
+    let resp = wh.validate(&review("job-create-missing-tag.json", &anon.host));
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let image = format!("{}/oci/app:v404", anon.host);
+    let ws = warnings(&resp);
+    let host = anon.host.rsplit_once(':').unwrap().0;
+    let want = format!(
+        "not verified, admitted: main: {image} (not checked: the address guard refuses loopback registries ({host} is {host}, a loopback address); allow them with --allow-loopback-registries (chart: registry.allowLoopback))"
+    );
+    assert!(ws.contains(&want), "{ws:#?}");
+}
+
 #[test]
 fn missing_tag_is_denied_with_one_line_per_failing_image() {
     let anon = &fixture().anon;
