@@ -155,6 +155,16 @@ fn read_capped(path: &Path) -> Result<Vec<u8>, CredentialsError> {
     })
 }
 
+/// True when the text starts (after comments and blank lines) with a YAML `apiVersion:` or
+/// `kind:` key, as `kubectl get secret NAME -o yaml` writes it.
+fn looks_like_yaml_object(bytes: &[u8]) -> bool {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")
+        .is_some_and(|l| l.starts_with("apiVersion:") || l.starts_with("kind:"))
+}
+
 fn load_file(
     keyring: &mut Keyring,
     path: &Path,
@@ -169,9 +179,22 @@ fn load_file(
     let shape = match shape {
         Some(shape) => shape,
         None => {
-            let node = Json::parse(&bytes).map_err(|error| CredentialsError::PullSecret {
-                origin: origin.clone(),
-                error,
+            let node = Json::parse(&bytes).map_err(|error| {
+                if looks_like_yaml_object(&bytes) {
+                    // `kubectl get secret -o yaml` output: the secret is fine, the format
+                    // is not one pullcheck reads.
+                    CredentialsError::SecretObject {
+                        origin: origin.clone(),
+                        problem:
+                            "a Kubernetes object in YAML; pullcheck reads pull secrets as JSON"
+                                .into(),
+                    }
+                } else {
+                    CredentialsError::PullSecret {
+                        origin: origin.clone(),
+                        error,
+                    }
+                }
             })?;
             if let Some(items) = secret_objects(&node) {
                 for (i, item) in items.iter().enumerate() {

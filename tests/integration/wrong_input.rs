@@ -408,3 +408,25 @@ fn a_kinds_row_that_misses_the_containers_is_not_a_clean_pass() {
         r.stdout
     );
 }
+
+/// A Secret saved with `kubectl get secret -o yaml` is a fine secret in a format pullcheck
+/// doesn't read: the message says to export it as JSON, not to re-create it.
+#[test]
+fn a_pull_secret_in_yaml_is_named_as_such_with_the_export_command() {
+    let dir = temp_dir();
+    let path = dir.path().join("secret.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred}\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: e30=\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let r = run(&["check", "--pull-secrets", p, "127.0.0.1:9/a:b"], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: pull secret {p}: a Kubernetes object in YAML; pullcheck reads pull secrets as JSON; export it with kubectl get secret NAME -o json\n"
+        )
+    );
+}
