@@ -54,7 +54,10 @@ pub(crate) fn read_documents(path: &Path) -> Result<Vec<Document>, UsageError> {
 /// Kubernetes object is an error ([`read_documents`]).
 fn documents(path: &Path, text: &str, require_objects: bool) -> Result<Vec<Document>, UsageError> {
     let shown = path.display();
-    let docs = parse_documents(text).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    let mut docs = parse_documents(text).map_err(|e| UsageError(format!("{shown}: {e}")))?;
+    for d in &mut docs {
+        crate::k8s::normalise_typed_list(&mut d.value);
+    }
     if require_objects
         && docs
             .iter()

@@ -70,6 +70,34 @@ pub(crate) fn is_list(v: &serde_json::Value) -> bool {
         && v.get("kind").and_then(serde_json::Value::as_str) == Some("List")
 }
 
+/// Turn a typed list as the API returns it (`batch/v1 JobList`, `v1 PodList`: items without
+/// `apiVersion` and `kind`) into the `v1 List` every command reads, each item given the
+/// list's group/version and the kind without `List` (as kubectl's printers fill them in).
+/// Anything else is left as it is.
+pub(crate) fn normalise_typed_list(doc: &mut serde_json::Value) {
+    let (Some(api), Some(kind)) = (
+        doc.get("apiVersion").and_then(serde_json::Value::as_str),
+        doc.get("kind").and_then(serde_json::Value::as_str),
+    ) else {
+        return;
+    };
+    let Some(item_kind) = kind.strip_suffix("List").filter(|k| !k.is_empty()) else {
+        return;
+    };
+    if !doc.get("items").is_some_and(serde_json::Value::is_array) {
+        return;
+    }
+    let (api, item_kind) = (api.to_string(), item_kind.to_string());
+    for item in doc["items"].as_array_mut().into_iter().flatten() {
+        if let Some(m) = item.as_object_mut() {
+            m.entry("apiVersion").or_insert_with(|| api.clone().into());
+            m.entry("kind").or_insert_with(|| item_kind.clone().into());
+        }
+    }
+    doc["apiVersion"] = "v1".into();
+    doc["kind"] = "List".into();
+}
+
 /// The objects one document stands for, each with its JSON pointer in the document: the
 /// document itself (`""`), or the items of a [`is_list`] List (`/items/0`, …; Lists inside
 /// Lists flattened), in order.

@@ -430,3 +430,28 @@ fn a_pull_secret_in_yaml_is_named_as_such_with_the_export_command() {
         )
     );
 }
+
+/// A typed list as the API returns it (`batch/v1 JobList`, items without apiVersion and
+/// kind) is read item by item like a `v1 List`, not refused as an unknown kind.
+#[test]
+fn a_typed_list_from_the_api_is_read_item_by_item() {
+    let dir = temp_dir();
+    let path = dir.path().join("joblist.json");
+    std::fs::write(
+        &path,
+        r#"{"apiVersion":"batch/v1","kind":"JobList","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"j","namespace":"ml"},"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"Bad Image"}]}}}}]}"#,
+    )
+    .unwrap();
+    let r = run(&["scan", "-o", "json", "-f", path.to_str().unwrap()], &[]);
+    r.assert_code(10);
+    assert_eq!(r.stderr, "");
+    let u = &r.json()["images"][0]["uses"][0];
+    assert_eq!(
+        (
+            u["kind"].as_str(),
+            u["namespace"].as_str(),
+            u["name"].as_str()
+        ),
+        (Some("Job"), Some("ml"), Some("j"))
+    );
+}
