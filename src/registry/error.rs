@@ -224,16 +224,7 @@ pub(crate) fn one_line(s: &str, max: usize) -> String {
     out
 }
 
-/// Strip userinfo, query and fragment from a URL for messages and logs (the query of a
-/// token request can carry nothing secret, but a hostile realm could).
-pub(crate) fn redact_url(url: &url::Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_username("");
-    let _ = u.set_password(None);
-    u.set_query(None);
-    u.set_fragment(None);
-    u.to_string()
-}
+pub(crate) use super::redact::redact_url;
 
 #[cfg(test)]
 mod tests {

@@ -329,7 +329,7 @@ impl Guard {
             "http" => {
                 return Err(GuardError::new(format!(
                     "token realm {} is plain http while the registry uses https",
-                    super::error::redact_url(realm)
+                    super::redact::redact_url(realm)
                 )));
             }
             other => return Err(GuardError::new(format!("token realm has scheme {other:?}"))),

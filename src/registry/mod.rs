@@ -20,6 +20,7 @@ pub mod hosts;
 pub(crate) mod http;
 pub(crate) mod limits;
 pub(crate) mod quota;
+mod redact;
 pub(crate) mod retry;
 pub(crate) mod tls;
 pub mod token;
