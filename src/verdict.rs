@@ -143,6 +143,20 @@ impl Verdict {
         }
     }
 
+    /// The verdict for a registry's answer of another 4xx than 401, 403, 404, 405, 408 and
+    /// 429 (400, 409, 410, 422, …), the one rule for `check`, the webhook and the watch: the
+    /// node's runtime keeps getting the same answer on every retry (containerd reports it
+    /// as an unexpected status and the kubelet backs off forever), so it is as permanent as a
+    /// 404 for the Job. A 405 is not one of these: every containerd retries a HEAD that got
+    /// 405 as a GET (`core/remotes/docker/resolver.go`, `retryRequest`), and pullcheck does
+    /// too; a GET that still gets 405 is [`Verdict::METHOD_NOT_ALLOWED`].
+    pub(crate) const OTHER_CLIENT_ERROR: Verdict = Verdict::NotFound;
+
+    /// The verdict for a 405 on a GET (after the HEAD's 405 was retried as a GET): a
+    /// registry or proxy that refuses the method says nothing about the image, so never
+    /// `not_found`.
+    pub(crate) const METHOD_NOT_ALLOWED: Verdict = Verdict::Transient;
+
     /// True for the codes a podFailurePolicy should send to `FailJob` (10–14).
     pub(crate) fn is_permanent(self) -> bool {
         matches!(

@@ -71,8 +71,12 @@ pub(crate) fn verdict_for(e: &RegistryError) -> (Verdict, String) {
                 s if is_retryable_status(*s) => (Verdict::Transient, format!("{e} after retries")),
                 // 501, 505…: not retried, still the server's fault.
                 500..=599 => (Verdict::Transient, format!("{e}")),
+                405 => (
+                    Verdict::METHOD_NOT_ALLOWED,
+                    format!("the registry refuses HEAD and GET ({e})"),
+                ),
                 400..=499 => (
-                    Verdict::NotFound,
+                    Verdict::OTHER_CLIENT_ERROR,
                     format!("registry refused the request ({e})"),
                 ),
                 _ => (Verdict::Transient, format!("unexpected answer ({e})")),

@@ -208,7 +208,20 @@ pub(crate) const RULES: &[Rule] = &[
     status(408, 408, None, TRANSIENT, "unexpected status 408"),
     status(429, 429, None, TRANSIENT, "unexpected status 429"),
     status(500, 599, None, TRANSIENT, "unexpected status 5xx"),
-    status(400, 499, None, None, "unexpected status 4xx"),
+    status(
+        405,
+        405,
+        None,
+        Some(Verdict::METHOD_NOT_ALLOWED),
+        "unexpected status 405",
+    ),
+    status(
+        400,
+        499,
+        None,
+        Some(Verdict::OTHER_CLIENT_ERROR),
+        "unexpected status 4xx",
+    ),
     contains(
         "no basic auth credentials",
         Some(Verdict::Unauthenticated),

@@ -1171,6 +1171,36 @@ fn get_body_not_matching_its_digest_header_is_not_found() {
         .run();
 }
 
+/// A server that refuses HEAD and GET alike (405) says nothing about the image: transient,
+/// never not_found (every containerd retries the HEAD as a GET and then reports the status;
+/// `Verdict::METHOD_NOT_ALLOWED`). Another 4xx (400) is the same answer on every retry:
+/// not_found, the one rule the watch uses too (`Verdict::OTHER_CLIENT_ERROR`).
+#[test]
+fn method_not_allowed_on_get_too_is_transient_and_a_400_is_not_found() {
+    let reg = Server::start(
+        tls(),
+        registry(Auth::Basic, move |_req, out| {
+            out.reply(405, &[], b"")?;
+            Ok(Flow::KeepAlive)
+        }),
+    );
+    case("HEAD 405 and GET 405", &reg)
+        .args(HEAD_FIRST)
+        .expect(20, "transient", "the registry refuses HEAD and GET (")
+        .run();
+    let reg = Server::start(
+        tls(),
+        registry(Auth::Basic, move |_req, out| {
+            out.reply(400, &[], b"")?;
+            Ok(Flow::KeepAlive)
+        }),
+    );
+    case("HEAD 400", &reg)
+        .args(HEAD_FIRST)
+        .expect(11, "not_found", "registry refused the request (")
+        .run();
+}
+
 #[test]
 fn head_405_falls_back_to_get() {
     let m = manifest();

@@ -176,8 +176,14 @@ const FROM_SOURCES: &[(&str, &str, Option<Verdict>, Option<&str>)] = &[
     (
         "ErrImagePull",
         "failed to pull and unpack image \"r.example/app:v1\": failed to resolve image: unexpected status from HEAD request to https://r.example/v2/app/manifests/v1: 400 Bad Request",
-        None,
+        Some(Verdict::NotFound),
         Some("unexpected status 4xx"),
+    ),
+    (
+        "ErrImagePull",
+        "failed to pull and unpack image \"r.example/app:v1\": failed to resolve image: unexpected status from GET request to https://r.example/v2/app/manifests/v1: 405 Method Not Allowed",
+        TR,
+        Some("unexpected status 405"),
     ),
     // Go net and net/http transport errors
     (
