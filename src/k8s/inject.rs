@@ -127,21 +127,12 @@ pub(crate) fn is_windows(template: &Value) -> bool {
 /// Inject into one object (a `v1 List` is handled item by item). Unknown kinds are left
 /// unchanged with a warning. Returns the warnings; the object is changed in place.
 pub fn inject_object(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Vec<Warning> {
+    super::each_object_mut(obj, &mut |o| inject_one(o, opts, table))
+}
+
+/// [`inject_object`] for one object (not a List).
+fn inject_one(obj: &mut Value, opts: &InjectOptions, table: &Table) -> Vec<Warning> {
     let mut out = Vec::new();
-    if super::is_list(obj) {
-        for (i, item) in obj
-            .get_mut("items")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            for w in inject_object(item, opts, table) {
-                warn(&mut out, &format!("/items/{i}{}", w.path), w.message);
-            }
-        }
-        return out;
-    }
     if let Some(why) = super::not_an_object(obj) {
         warn(&mut out, "", format!("{why}: left unchanged"));
         return out;

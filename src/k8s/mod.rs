@@ -118,6 +118,34 @@ pub(crate) fn objects(doc: &serde_json::Value) -> Vec<(String, &serde_json::Valu
         .collect()
 }
 
+/// [`objects`] for a change in place: `f` runs on each object one document stands for (the
+/// document itself, or each item of a `v1 List`, Lists inside Lists flattened), and the
+/// warnings it returns get the item's pointer in front of their path.
+pub(crate) fn each_object_mut(
+    doc: &mut serde_json::Value,
+    f: &mut impl FnMut(&mut serde_json::Value) -> Vec<Warning>,
+) -> Vec<Warning> {
+    if !is_list(doc) {
+        return f(doc);
+    }
+    let mut out = Vec::new();
+    for (i, item) in doc
+        .get_mut("items")
+        .and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for w in each_object_mut(item, f) {
+            out.push(Warning {
+                path: format!("/items/{i}{}", w.path),
+                message: w.message,
+            });
+        }
+    }
+    out
+}
+
 /// The init container's name; podFailurePolicy rules refer to it (`onExitCodes.containerName`).
 pub const CONTAINER_NAME: &str = "pullcheck";
 

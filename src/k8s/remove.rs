@@ -46,24 +46,12 @@ pub(crate) fn immutable_template(obj: &Value) -> Option<&'static str> {
 /// that holds containers, and, when something was removed from a kind whose stored templates
 /// are immutable, that it must be recreated.
 pub fn remove_object(obj: &mut Value, table: &Table) -> Vec<Warning> {
+    super::each_object_mut(obj, &mut |o| remove_one(o, table))
+}
+
+/// [`remove_object`] for one object (not a List).
+fn remove_one(obj: &mut Value, table: &Table) -> Vec<Warning> {
     let mut out = Vec::new();
-    if super::is_list(obj) {
-        for (i, item) in obj
-            .get_mut("items")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            for w in remove_object(item, table) {
-                out.push(Warning {
-                    path: format!("/items/{i}{}", w.path),
-                    message: w.message,
-                });
-            }
-        }
-        return out;
-    }
     if super::not_an_object(obj).is_some() {
         return out;
     }
