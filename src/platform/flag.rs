@@ -110,7 +110,19 @@ impl Platform {
             // the architecture was written, as the second part.
             let written = parts.get(1).copied().unwrap_or_default();
             let mut reason = format!("unknown architecture {written:?}");
-            if let Some(m) = closest(&written.to_ascii_lowercase(), &[GO_ARCH, ARCH_ALIASES]) {
+            // `armv7`, `arm64v8`: the variant glued to the architecture (Docker Hub's
+            // repository prefixes are spelled so); the platform writes it as its own part.
+            let lower = written.to_ascii_lowercase();
+            let glued = ["arm64", "arm"].iter().find_map(|a| {
+                let v = lower.strip_prefix(a)?;
+                (v.len() >= 2 && v.starts_with('v') && v[1..].bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| format!("{a}/{v}"))
+            });
+            if let Some(split) = glued {
+                let mut fixed: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
+                fixed[1] = split;
+                reason.push_str(&format!(" (did you mean {}?)", fixed.join("/")));
+            } else if let Some(m) = closest(&lower, &[GO_ARCH, ARCH_ALIASES]) {
                 let mut fixed: Vec<&str> = parts.clone();
                 fixed[1] = m;
                 reason.push_str(&format!(" (did you mean {}?)", fixed.join("/")));
@@ -184,6 +196,14 @@ mod tests {
         assert_eq!(
             err("linux/amd"),
             "invalid platform \"linux/amd\": unknown architecture \"amd\" (did you mean linux/amd64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8"
+        );
+        assert_eq!(
+            err("linux/armv7"),
+            "invalid platform \"linux/armv7\": unknown architecture \"armv7\" (did you mean linux/arm/v7?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8"
+        );
+        assert_eq!(
+            err("linux/arm64v8"),
+            "invalid platform \"linux/arm64v8\": unknown architecture \"arm64v8\" (did you mean linux/arm64/v8?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8"
         );
         assert_eq!(
             err("linx/arm64"),
