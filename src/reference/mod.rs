@@ -130,7 +130,9 @@ fn format_problem(input: &str) -> String {
         let (what, plain_http) = match prefix {
             "http://" => ("a URL scheme", true),
             "https://" => ("a URL scheme", false),
-            p if p.contains("://") => ("a transport prefix (skopeo's)", false),
+            "docker://" => ("a transport prefix (skopeo's)", false),
+            "oci://" => ("a URL scheme (Helm's, for charts in a registry)", false),
+            p if p.contains("://") => ("a transport prefix", false),
             _ => {
                 return format!(
                     "{prefix} is skopeo's transport for an image outside any registry; the \
@@ -700,6 +702,12 @@ registry)",
                 "invalid_reference_format",
                 "https:// is a URL scheme, not part of an image reference; drop the https:// \
 prefix: ghcr.io/org/app",
+            ),
+            (
+                "oci://ghcr.io/org/charts/app:1.0",
+                "invalid_reference_format",
+                "oci:// is a URL scheme (Helm's, for charts in a registry), not part of an image \
+reference; drop the oci:// prefix: ghcr.io/org/charts/app:1.0",
             ),
             (
                 "docker-archive:/tmp/app.tar",
