@@ -39,7 +39,10 @@ pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, 
 }
 
 /// The certificates of PEM text already read (a bundle handed over in an annotation), with
-/// the rule of [`certificates`].
+/// the rule of [`certificates`]: only `CERTIFICATE` blocks count (a key beside them is
+/// skipped), and each must be an X.509 certificate rustls can use as a trust anchor (a block
+/// of other bytes would otherwise be dropped silently later, and the registry read "not
+/// trusted" with the CA given).
 pub(crate) fn certificates_in(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, PemError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<_, _>>()
@@ -47,5 +50,32 @@ pub(crate) fn certificates_in(bytes: &[u8]) -> Result<Vec<CertificateDer<'static
     if certs.is_empty() {
         return Err(PemError::Empty);
     }
+    for (i, c) in certs.iter().enumerate() {
+        let mut probe = rustls::RootCertStore::empty();
+        probe.add(c.clone()).map_err(|e| {
+            PemError::Decode(format!(
+                "certificate {} of the bundle does not parse: {e}",
+                i + 1
+            ))
+        })?;
+    }
     Ok(certs)
+}
+
+/// PEM text holding exactly these certificates (64-column base64, RFC 7468): what is handed
+/// over to the injected check, so that nothing else of a CA file (a private key kept in the
+/// same file, comments) ever reaches a workload's annotation.
+pub(crate) fn encode_certificates(certs: &[CertificateDer<'_>]) -> String {
+    use base64::Engine as _;
+    let mut out = String::new();
+    for c in certs {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(c.as_ref());
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    out
 }

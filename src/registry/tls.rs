@@ -80,15 +80,11 @@ pub(crate) fn pem_text(text: &str) -> Result<Vec<CertificateDer<'static>>, crate
     crate::pem::certificates_in(text.as_bytes())
 }
 
-/// The text of a CA file, checked as [`load_pem`] checks it: what is handed over.
+/// What is handed over of a CA file: its certificates, checked as [`load_pem`] checks them
+/// and written out again as PEM, never the file's text (a private key kept beside the
+/// certificates would otherwise land in every workload's annotation).
 pub(crate) fn ca_text(path: &Path) -> Result<String, TlsError> {
-    load_pem(path)?;
-    crate::files::read_capped_text(path, crate::pem::MAX_CA_FILE_BYTES).map_err(|e| {
-        TlsError::CaFile {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }
-    })
+    Ok(crate::pem::encode_certificates(&load_pem(path)?))
 }
 
 /// A handed-over bundle that no longer decodes (`check --registry-config` checked it).

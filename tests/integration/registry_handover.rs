@@ -249,6 +249,38 @@ fn a_private_ca_tls_registry_is_reached_by_the_injected_check() {
     );
 }
 
+/// A CA file that also holds a private key (a `cat ca.pem ca.key` bundle) hands over its
+/// certificates only: the key never reaches the workload's annotation, and the check still
+/// trusts the CA (found by a newcomer's trial: the file's text was copied whole).
+#[test]
+fn a_private_key_beside_the_ca_is_never_handed_over() {
+    let f = fixture();
+    let present = f.images.oci_manifest.reference(&f.basic);
+    let dir = support::temp_dir();
+    let bundle = dir.path().join("ca-and-key.pem");
+    let ca_pem = std::fs::read_to_string(&f.ca_file).unwrap();
+    let key_pem = std::fs::read_to_string(&f.server_key).unwrap();
+    assert!(key_pem.contains("PRIVATE KEY"), "the fixture key is PEM");
+    std::fs::write(&bundle, format!("{ca_pem}{key_pem}")).unwrap();
+    let (jobs, _) = inject(
+        &[job("present", &present, true, true)],
+        &["--ca-file", bundle.to_str().unwrap()],
+    );
+    let t = template(&jobs[0]);
+    let handed = t["metadata"]["annotations"]["pullcheck.io/registry-config"]
+        .as_str()
+        .unwrap();
+    assert!(!handed.contains("PRIVATE KEY"), "{handed}");
+    assert_eq!(handed, json!({"caBundles": [ca_pem]}).to_string());
+    let secret = std::fs::read_to_string(support::pull_secret(
+        dir.path(),
+        "s",
+        &[(&f.basic.host, ALICE.0, ALICE.1)],
+    ))
+    .unwrap();
+    run_init_container(t, &[(SECRET, secret.as_str())]).assert_code(0);
+}
+
 #[test]
 fn a_mirror_from_hosts_dir_is_handed_over_and_a_bad_hand_over_is_a_usage_error() {
     let f = fixture();
