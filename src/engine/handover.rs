@@ -100,6 +100,18 @@ pub enum Refusal {
         /// The header names (never their values).
         headers: Vec<String>,
     },
+    /// The node presents client certificates to an endpoint of the registry (hosts.toml
+    /// `client`, `*.cert`), which the checker never does: a check there would be refused
+    /// where the node is not, and fail a healthy Job.
+    #[error(
+        "registry {registry}: hosts.toml gives {endpoint} client certificates, which the check can't present"
+    )]
+    ClientCertificates {
+        /// The registry host of the image.
+        registry: String,
+        /// The endpoint (`host[:port]`) they go to.
+        endpoint: String,
+    },
 }
 
 impl RegistryHandOver for RegistrySettings {
@@ -138,6 +150,12 @@ impl RegistrySettings {
             }
             let mut list = Vec::new();
             for e in &configured {
+                if e.client_certificates > 0 {
+                    return Err(Refusal::ClientCertificates {
+                        registry: registry.clone(),
+                        endpoint: e.host.clone(),
+                    });
+                }
                 if !e.headers.is_empty() {
                     let mut headers: Vec<String> =
                         e.headers.iter().map(|(name, _)| name.clone()).collect();
@@ -264,6 +282,7 @@ pub(crate) fn decode(text: &str) -> Result<Option<Received>, DecodeError> {
                 ca_pems: ca,
                 skip_verify: w.skip_verify,
                 headers: Vec::new(),
+                client_certificates: 0,
                 is_mirror: w.mirror,
                 // A hint about the injector's flags, not a setting: not handed over.
                 insecure_port_mismatch: None,

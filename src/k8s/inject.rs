@@ -289,7 +289,8 @@ fn inject_template(
         Ok(c) => c,
         Err(refusal) => {
             remove_ours(template);
-            warn(out, at, format!("{refusal}: no pullcheck init container"));
+            // The consequence first: admission warnings are cut at 120 characters.
+            warn(out, at, format!("no pullcheck init container: {refusal}"));
             return false;
         }
     };
@@ -303,7 +304,7 @@ fn inject_template(
             out,
             at,
             format!(
-                "registry config for {} ({config_cost} bytes) exceeds the {room} left for annotations: no pullcheck init container",
+                "no pullcheck init container: registry config for {} ({config_cost} bytes) exceeds the {room} left for annotations",
                 registries.join(", ")
             ),
         );
@@ -982,9 +983,9 @@ mod tests {
                 format!("/spec/replicatedJobs/{}/template/spec/template", i + 3)
             );
             assert!(
-                w.message.starts_with("registry config for reg.internal (")
-                    && w.message
-                        .ends_with(" left for annotations: no pullcheck init container"),
+                w.message
+                    .starts_with("no pullcheck init container: registry config for reg.internal (")
+                    && w.message.ends_with(" left for annotations"),
                 "{}",
                 w.message
             );
@@ -1020,7 +1021,7 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(
             w[0].message,
-            "registry reg.internal: hosts.toml sends header Authorization to reg.internal, never copied into workloads: no pullcheck init container"
+            "no pullcheck init container: registry reg.internal: hosts.toml sends header Authorization to reg.internal, never copied into workloads"
         );
         assert_eq!(obj, job(&["reg.internal/a:1"]));
     }

@@ -74,6 +74,7 @@ fn load_cert_files(dir: &Path) -> Result<Vec<HostConfig>, HostsError> {
     }
     names.sort();
     let mut config = HostConfig::upstream();
+    config.client_certificates = names.iter().filter(|n| n.ends_with(".cert")).count();
     for name in &names {
         if name.ends_with(".crt") {
             config.ca_files.push(dir.join(name));
@@ -265,6 +266,7 @@ fn parse_host_config(
         .ca
         .map(|OneOrMany(files)| files.iter().map(|f| dir.join(f)).collect())
         .unwrap_or_default();
+    let mut client_certificates = 0;
     if let Some(client) = fields.client {
         let items = match client {
             ClientSpec::One(p) => vec![ClientItem::Path(p)],
@@ -291,6 +293,7 @@ fn parse_host_config(
                 ClientItem::Pair(pair) => pair.join(" + "),
             })
             .collect();
+        client_certificates = certs.len();
         tracing::warn!(
             file = %path.display(),
             table,
@@ -310,6 +313,7 @@ fn parse_host_config(
         ca_files,
         skip_verify: fields.skip_verify,
         headers,
+        client_certificates,
     })
 }
 

@@ -124,6 +124,10 @@ pub struct Endpoint {
     pub skip_verify: bool,
     /// Extra request headers (`header` tables), sorted by name, one pair per value.
     pub headers: Vec<(String, String)>,
+    /// How many client certificates the node's hosts.toml gives this endpoint (`client`
+    /// entries, `*.cert` pairs). pullcheck presents none, so a registry that requires one
+    /// answers the node and not the checker: the hand-over refuses such endpoints.
+    pub client_certificates: usize,
     /// The endpoint is not the reference's registry, so requests carry `?ns=<registry>`
     /// (containerd `isProxy`; `docker.io` served by `registry-1.docker.io` is not a mirror).
     pub is_mirror: bool,
@@ -286,6 +290,7 @@ struct HostConfig {
     ca_files: Vec<PathBuf>,
     skip_verify: Option<bool>,
     headers: Vec<(String, String)>,
+    client_certificates: usize,
 }
 
 impl HostConfig {
@@ -296,6 +301,7 @@ impl HostConfig {
             ca_files: Vec::new(),
             skip_verify: None,
             headers: Vec::new(),
+            client_certificates: 0,
         }
     }
 
@@ -334,6 +340,7 @@ impl HostConfig {
             ca_pems: Vec::new(),
             skip_verify: skip_verify.unwrap_or(false),
             headers: self.headers,
+            client_certificates: self.client_certificates,
             is_mirror,
             insecure_port_mismatch: None,
         };
