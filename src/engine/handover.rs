@@ -226,7 +226,14 @@ pub(crate) fn decode(text: &str) -> Result<Option<Received>, DecodeError> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let wire: Wire = serde_json::from_str(text).map_err(|e| DecodeError(e.to_string()))?;
+    // An object, not anything serde can read as the struct (a JSON array is one, field by
+    // field): the annotation is always an object.
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| DecodeError(e.to_string()))?;
+    if !value.is_object() {
+        return Err(DecodeError("not a JSON object".into()));
+    }
+    let wire: Wire = serde_json::from_value(value).map_err(|e| DecodeError(e.to_string()))?;
     let pem = |what: &str, text: &str| -> Result<String, DecodeError> {
         crate::registry::tls::pem_text(text)
             .map(|_| text.to_string())
@@ -257,6 +264,17 @@ pub(crate) fn decode(text: &str) -> Result<Option<Received>, DecodeError> {
                 Some(i) => (&rest[..i], &rest[i..]),
                 None => (rest, ""),
             };
+            // The webhook writes each endpoint's API root (`…/v2` as containerd's hosts.toml
+            // resolves it, or an `override_path` server's own path), never a bare host: a
+            // hand-edited URL without a path would send every request past the API and
+            // read a present tag as not found. Refused, naming the fix.
+            if path.trim_end_matches('/').is_empty() {
+                return Err(DecodeError(format!(
+                    "{at}: url {:?} has no path; write the registry API root, e.g. {}/v2",
+                    w.url,
+                    w.url.trim_end_matches('/')
+                )));
+            }
             if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '@') {
                 return Err(DecodeError(format!(
                     "{at}: url {:?} has no usable host",

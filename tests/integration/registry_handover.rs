@@ -325,7 +325,7 @@ fn a_mirror_from_hosts_dir_is_handed_over_and_a_bad_hand_over_is_a_usage_error()
     r.assert_code(2);
     assert!(
         r.stderr.starts_with("pullcheck: --registry-config /")
-            && r.stderr.ends_with("/var/run/pullcheck/registry-config/config.json: invalid type: integer `1`, expected a map at line 1 column 16; it must be the pullcheck.io/registry-config annotation the webhook wrote (inject again, or use a checker image as new as the webhook)\n")
+            && r.stderr.ends_with("/var/run/pullcheck/registry-config/config.json: EOF while parsing an object at line 1 column 16; it must be the pullcheck.io/registry-config annotation the webhook wrote (inject again, or use a checker image as new as the webhook)\n")
             && r.stderr.lines().count() == 1,
         "{}",
         r.stderr

@@ -239,8 +239,22 @@ fn decoding_is_strict() {
         err(r#"{"metered":{"registries":[],"get":"affordable"}}"#),
         r#"metered: get "affordable" with margin None: write always or never without a margin, or affordable with one"#
     );
+    assert_eq!(err("5"), "not a JSON object");
+}
+
+#[test]
+fn a_hand_over_that_is_not_an_object_or_names_a_bare_host_is_refused() {
+    assert_eq!(decode("[]").unwrap_err().to_string(), "not a JSON object");
     assert_eq!(
-        err("5"),
-        "invalid type: integer `5`, expected struct Wire at line 1 column 1"
+        decode(r#"[["-----BEGIN CERTIFICATE-----"]]"#)
+            .unwrap_err()
+            .to_string(),
+        "not a JSON object"
+    );
+    // A bare host would read a present tag as not found (a trial's hand-edited file).
+    let text = r#"{"registries":{"127.0.0.1:5000":[{"url":"http://127.0.0.1:5000"}]}}"#;
+    assert_eq!(
+        decode(text).unwrap_err().to_string(),
+        "registries[\"127.0.0.1:5000\"][0]: url \"http://127.0.0.1:5000\" has no path; write the registry API root, e.g. http://127.0.0.1:5000/v2"
     );
 }
