@@ -130,6 +130,7 @@ impl RegistrySettings {
             metered: self.metered.as_ref().map(WireMetered::from),
         };
         let mut hosts_out = Vec::new();
+        let mut notes = Vec::new();
         for registry in registries {
             let unreadable = |message: String| Refusal::Unreadable {
                 registry: registry.clone(),
@@ -139,9 +140,14 @@ impl RegistrySettings {
                 hosts::endpoints(self.hosts_dir.as_deref(), registry, &self.insecure)
                     .map_err(|e| unreadable(e.to_string()))?;
             // Only a hint for the injector's own messages (`--insecure-registry` given
-            // without the port): not a setting to hand over.
+            // without the port): said to whoever injects, not a setting to hand over.
             for e in &mut configured {
-                e.insecure_port_mismatch = None;
+                if let Some(value) = e.insecure_port_mismatch.take() {
+                    notes.push(format!(
+                        "--insecure-registry {value} does not cover {}: the port is part of the registry's name",
+                        e.host
+                    ));
+                }
             }
             let plain =
                 hosts::endpoints(None, registry, &[]).map_err(|e| unreadable(e.to_string()))?;
@@ -193,6 +199,7 @@ impl RegistrySettings {
         Ok(HandOver {
             text: (!empty).then(|| serde_json::to_string(&wire).expect("plain data serializes")),
             hosts: hosts_out,
+            notes,
         })
     }
 }

@@ -294,6 +294,9 @@ fn inject_template(
             return false;
         }
     };
+    for note in &config.notes {
+        warn(out, at, note.clone());
+    }
     let room = budget.room(other_annotations_bytes(template));
     let config_cost = config.text.as_deref().map_or(0, |t| {
         annotation_budget::cost(REGISTRY_CONFIG_ANNOTATION, t)

@@ -18,6 +18,9 @@ pub struct HandOver {
     pub text: Option<String>,
     /// `(registry, endpoint host)` for every endpoint handed over, in order.
     pub hosts: Vec<(String, String)>,
+    /// Lines for whoever injects, about settings that did not apply (an
+    /// `--insecure-registry HOST` given without the port of the image's `HOST:PORT`).
+    pub notes: Vec<String>,
 }
 
 /// Where a template's hand-over comes from: the registry settings of whoever injects.

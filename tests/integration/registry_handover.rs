@@ -281,6 +281,31 @@ fn a_private_key_beside_the_ca_is_never_handed_over() {
     run_init_container(t, &[(SECRET, secret.as_str())]).assert_code(0);
 }
 
+/// `inject --insecure-registry 127.0.0.1` for an image on `127.0.0.1:PORT` hands nothing
+/// over (the port is part of the registry's name, as for containerd); it says so instead of
+/// injecting a check that will exit 20 in silence (newcomer trial).
+#[test]
+fn an_insecure_registry_without_the_port_is_named_by_inject() {
+    let f = fixture();
+    let present = f.images.oci_manifest.reference(&f.anon);
+    let (jobs, stderr) = inject(
+        &[job("present", &present, true, false)],
+        &["--insecure-registry", "127.0.0.1"],
+    );
+    assert_eq!(
+        template(&jobs[0])["metadata"]["annotations"].get("pullcheck.io/registry-config"),
+        None
+    );
+    assert_eq!(stderr.len(), 1, "{stderr:?}");
+    assert!(
+        stderr[0].ends_with(&format!(
+            "--insecure-registry 127.0.0.1 does not cover {}: the port is part of the registry's name",
+            f.anon.host
+        )),
+        "{stderr:?}"
+    );
+}
+
 #[test]
 fn a_mirror_from_hosts_dir_is_handed_over_and_a_bad_hand_over_is_a_usage_error() {
     let f = fixture();
