@@ -34,7 +34,8 @@ fn nothing_to_hand_over_without_settings() {
         h,
         HandOver {
             text: None,
-            hosts: vec![]
+            hosts: vec![],
+            notes: vec![]
         }
     );
 }
