@@ -135,8 +135,12 @@ pub(crate) fn explain_failure(f: &Failure, verdict: Verdict) -> String {
     } else {
         format!("{reason}: {phrase}")
     };
+    let what = match &f.volume {
+        Some(v) => format!("image volume {}", printable(v)),
+        None => "image".to_string(),
+    };
     format!(
-        "container {}: image {}: {} ({said})",
+        "container {}: {what} {}: {} ({said})",
         printable(&f.container),
         printable(&f.image),
         verdict.as_str()

@@ -101,7 +101,7 @@ pub(crate) fn report_json(report: &[Assessment]) -> String {
                 .as_ref()
                 .expect("assessed findings have a failure");
             let (action, why) = decision_text(a);
-            json!({
+            let mut row = json!({
                 "namespace": a.finding.pod.namespace,
                 "name": a.finding.pod.name,
                 "container": f.container,
@@ -111,7 +111,11 @@ pub(crate) fn report_json(report: &[Assessment]) -> String {
                 "action": action,
                 "why": why,
                 "marked": a.finding.marked,
-            })
+            });
+            if let Some(v) = &f.volume {
+                row["volume"] = json!(v);
+            }
+            row
         })
         .collect();
     serde_json::to_string_pretty(&json!({"schema_version": 1, "pods": pods})).unwrap_or_default()

@@ -19,8 +19,12 @@ pub(crate) const CONDITION_TYPE: &str = crate::k8s::IMAGE_PULL_FAILED_CONDITION;
 pub(crate) struct Failure {
     /// The container's name (init or app container).
     pub container: String,
-    /// The image the kubelet tried, as written in the spec.
+    /// The image the kubelet tried, as written in the spec: the container's own, or the
+    /// reference of the image volume it mounts when the kubelet's message names that one.
     pub image: String,
+    /// The image volume whose pull failed (KEP-4639: the kubelet reports it on the
+    /// container that mounts it), when it was not the container's own image.
+    pub volume: Option<String>,
     /// The kubelet's waiting reason and message, classified.
     pub classification: Classification,
     /// The kubelet's message.
@@ -97,6 +101,27 @@ pub(crate) fn finding(pod: &Value) -> Option<Finding> {
     })
 }
 
+/// The image volume (`name`, `reference`) the kubelet's `message` is about, when it quotes
+/// a `spec.volumes[].image.reference` and not the container's own `image` (an image volume's
+/// failed pull is reported on the container that mounts it, with the volume's reference in
+/// the runtime's message: `failed to pull and unpack image "REF"`, `Failed to pull image
+/// "REF"`).
+fn failing_volume(pod: &Value, image: &str, message: &str) -> Option<(String, String)> {
+    let quoted = |r: &str| message.contains(&format!("\"{r}\""));
+    if !image.is_empty() && quoted(image) {
+        return None;
+    }
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|v| {
+            let reference = v.pointer("/image/reference").and_then(Value::as_str)?;
+            let name = v.get("name").and_then(Value::as_str)?;
+            quoted(reference).then(|| (name.to_string(), reference.to_string()))
+        })
+}
+
 /// Of the init and app containers waiting on a pull, the one to act on: a permanent
 /// verdict first, then any verdict, then an unknown one; init containers before app
 /// containers at equal rank (they run first).
@@ -149,9 +174,14 @@ fn worst_failure(pod: &Value) -> Option<Failure> {
                         .map(str::to_string)
                 })
                 .unwrap_or_default();
+            let (image, volume) = match failing_volume(pod, &image, message) {
+                Some((name, reference)) => (reference, Some(name)),
+                None => (image, None),
+            };
             let candidate = Failure {
                 container,
                 image,
+                volume,
                 classification,
                 message: message.to_string(),
             };
@@ -329,5 +359,40 @@ mod tests {
         p["status"] = json!({"containerStatuses": [waiting("main", "ContainerCreating", "")]});
         assert_eq!(finding(&p).unwrap().failure, None);
         assert_eq!(finding(&json!({"metadata": {"name": "x"}})), None);
+    }
+
+    /// An image volume's failed pull is reported on the container that mounts it; the
+    /// failure names the volume's reference, not the container's image (issue 22).
+    #[test]
+    fn an_image_volume_failure_is_attributed_to_the_volume() {
+        let message = "rpc error: code = NotFound desc = failed to pull and unpack image \"r.io/model:v9\": failed to resolve image: r.io/model:v9: not found";
+        let pod = json!({
+            "metadata": {"namespace": "ml", "name": "p", "uid": "u"},
+            "spec": {
+                "containers": [{"name": "main", "image": "r.io/app:v1",
+                    "volumeMounts": [{"name": "weights", "mountPath": "/w"}]}],
+                "volumes": [{"name": "weights", "image": {"reference": "r.io/model:v9"}}],
+            },
+            "status": {"phase": "Pending", "containerStatuses": [waiting("main", "ErrImagePull", message)]},
+        });
+        let f = finding(&pod).unwrap().failure.unwrap();
+        assert_eq!(
+            (f.container.as_str(), f.image.as_str(), f.volume.as_deref()),
+            ("main", "r.io/model:v9", Some("weights"))
+        );
+        assert_eq!(f.classification.verdict, Some(Verdict::NotFound));
+        assert_eq!(
+            crate::watch::controller::explain_failure(&f, Verdict::NotFound),
+            "container main: image volume weights r.io/model:v9: not_found (ErrImagePull: failed to resolve …: not found)"
+        );
+        // The container's own image failing: no volume, whatever the pod mounts.
+        let own = message.replace("r.io/model:v9", "r.io/app:v1");
+        let mut pod = pod;
+        pod["status"]["containerStatuses"] = json!([waiting("main", "ErrImagePull", &own)]);
+        let f = finding(&pod).unwrap().failure.unwrap();
+        assert_eq!(
+            (f.image.as_str(), f.volume.as_deref()),
+            ("r.io/app:v1", None)
+        );
     }
 }
