@@ -376,33 +376,28 @@ enum Holds {
     ImageField,
 }
 
-/// What `v` holds, looking everywhere but `metadata` (annotations are free text); `None`
-/// for a ConfigMap, a Service, a Secret's payload. ConfigMap and Secret data are opaque: a
-/// key named `image` there is not a container image.
-fn holds_images(obj: &Value) -> Option<Holds> {
-    fn walk(v: &Value, found: &mut Option<Holds>) {
+/// Every place (a JSON pointer) of `obj` that holds a `containers` list or a string `image`
+/// field, in document order, looking everywhere but `metadata` (annotations are free text)
+/// and not below such a place; none for a ConfigMap or Secret, whose data is opaque (a key
+/// named `image` there is not a container image).
+fn image_places(obj: &Value) -> Vec<(String, Holds)> {
+    fn walk(v: &Value, at: &str, out: &mut Vec<(String, Holds)>) {
         match v {
             Value::Object(m) => {
                 for (k, c) in m {
+                    let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
                     if k == "containers" && c.is_array() {
-                        *found = Some(Holds::Containers);
-                        return;
-                    }
-                    if k == "image" && c.is_string() {
-                        *found = Some(Holds::ImageField);
-                    }
-                    walk(c, found);
-                    if *found == Some(Holds::Containers) {
-                        return;
+                        out.push((here, Holds::Containers));
+                    } else if k == "image" && c.is_string() {
+                        out.push((here, Holds::ImageField));
+                    } else {
+                        walk(c, &here, out);
                     }
                 }
             }
             Value::Array(a) => {
-                for c in a {
-                    walk(c, found);
-                    if *found == Some(Holds::Containers) {
-                        return;
-                    }
+                for (i, c) in a.iter().enumerate() {
+                    walk(c, &format!("{at}/{i}"), out);
                 }
             }
             _ => {}
@@ -410,16 +405,26 @@ fn holds_images(obj: &Value) -> Option<Holds> {
     }
     let api = obj.get("apiVersion").and_then(Value::as_str);
     let kind = obj.get("kind").and_then(Value::as_str);
+    let mut places = Vec::new();
     if api == Some("v1") && matches!(kind, Some("ConfigMap" | "Secret")) {
-        return None;
+        return places;
     }
-    let mut found = None;
     for (k, v) in obj.as_object().into_iter().flatten() {
         if k != "metadata" {
-            walk(v, &mut found);
+            walk(v, &format!("/{k}"), &mut places);
         }
     }
-    found
+    places
+}
+
+/// What `obj` holds ([`image_places`]): containers when any place is a list of them, else
+/// an image field; `None` for a ConfigMap, a Service, a Secret's payload.
+fn holds_images(obj: &Value) -> Option<Holds> {
+    let places = image_places(obj);
+    if places.iter().any(|(_, h)| *h == Holds::Containers) {
+        return Some(Holds::Containers);
+    }
+    places.first().map(|(_, h)| *h)
 }
 
 /// For an object of a kind `table` lacks that holds containers or an `image` field: what it
@@ -442,11 +447,6 @@ pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static 
 /// resolved pod template, and for unknown kinds ([`unknown_kind_holds`] covers those).
 pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String> {
     table.lookup(obj)?;
-    let api = obj.get("apiVersion").and_then(Value::as_str);
-    let kind = obj.get("kind").and_then(Value::as_str);
-    if api == Some("v1") && matches!(kind, Some("ConfigMap" | "Secret")) {
-        return None;
-    }
     let covered: Vec<String> = pod_templates(obj, table)
         .into_iter()
         .map(|t| t.pointer)
@@ -456,33 +456,10 @@ pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String
             .iter()
             .any(|t| t.is_empty() || at == t || at.starts_with(&format!("{t}/")))
     };
-    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
-        match v {
-            Value::Object(m) => {
-                for (k, c) in m {
-                    let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
-                    if (k == "containers" && c.is_array()) || (k == "image" && c.is_string()) {
-                        out.push(here);
-                        continue;
-                    }
-                    walk(c, &here, out);
-                }
-            }
-            Value::Array(a) => {
-                for (i, c) in a.iter().enumerate() {
-                    walk(c, &format!("{at}/{i}"), out);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut places = Vec::new();
-    for (k, v) in obj.as_object().into_iter().flatten() {
-        if k != "metadata" {
-            walk(v, &format!("/{k}"), &mut places);
-        }
-    }
-    places.into_iter().find(|p| !inside(p))
+    image_places(obj)
+        .into_iter()
+        .map(|(at, _)| at)
+        .find(|at| !inside(at))
 }
 
 /// `unknown kind API KIND`, the start of every message about such an object.
