@@ -627,6 +627,18 @@ pub(crate) fn inject_documents(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A JobSet of `n` replicated Jobs whose one container runs `image`.
+    fn jobset(n: usize, image: &str) -> Value {
+        let rj: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": image}]}}}}})
+            })
+            .collect();
+        json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}})
+    }
     use crate::engine::handover::RegistrySettings;
 
     fn source(s: RegistrySettings) -> HandOverSource {
@@ -799,14 +811,7 @@ mod tests {
             );
         }
         // A JobSet's replicated Jobs are templates of one object.
-        let rj: Vec<Value> = (0..5)
-            .map(|i| {
-                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "a:1"}]}}}}})
-            })
-            .collect();
-        let mut js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}});
+        let mut js = jobset(5, "a:1");
         inject_object(&mut js, &opts, &table);
         let with: Vec<bool> = (0..5)
             .map(|i| js["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["metadata"]["annotations"][index_bodies::ANNOTATION].is_string())
@@ -945,14 +950,7 @@ mod tests {
                 vec![b'x'; 10 * 1024].as_slice(),
             )])
         };
-        let rj: Vec<Value> = (0..5)
-            .map(|i| {
-                json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "reg.internal/a:1"}]}}}}})
-            })
-            .collect();
-        let mut js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "js"}, "spec": {"replicatedJobs": rj}});
+        let mut js = jobset(5, "reg.internal/a:1");
         // A first pass without the bodies' budget pressure: every template checked.
         inject_object(&mut js, &InjectOptions::default(), &table);
         let w = inject_object(&mut js, &opts, &table);
