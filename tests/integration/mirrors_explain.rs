@@ -540,50 +540,39 @@ fn every_json_document_has_the_same_schema_version() {
 #[test]
 fn an_unreachable_mirror_in_front_of_a_404_is_not_found_as_on_containerd_2() {
     let f = fixture();
-    let root = temp_dir();
     // A port nothing listens on: connection refused.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let mirror = closed.local_addr().unwrap().to_string();
+    let unreachable = closed.local_addr().unwrap().to_string();
     drop(closed);
-    hosts_toml(
-        root.path(),
-        &f.anon.host,
-        &format!(
-            "server = \"http://{}\"\n\n[host.\"http://{mirror}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
-            f.anon.host
-        ),
-    );
     let image = format!("{}/oci/app:absent", f.anon.host);
-    let r = check(&[
-        "--hosts-dir",
-        root.path().to_str().unwrap(),
-        "--platform",
-        "any",
-        &image,
-    ]);
-    r.assert_code(11);
-    let j = r.image(0);
-    assert_eq!(j["verdict"], "not_found");
-    assert_eq!(j["endpoint"], f.anon.host.as_str());
-
-    // The reverse order of answers (the mirror 404s, the upstream is unreachable) is not
-    // found too: containerd keeps the 404 over the later transport error.
-    let root = temp_dir();
-    hosts_toml(
-        root.path(),
-        &f.anon.host,
-        &format!(
-            "server = \"http://{mirror}\"\n\n[host.\"http://{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
-            f.anon.host
-        ),
-    );
-    let r = check(&[
-        "--hosts-dir",
-        root.path().to_str().unwrap(),
-        "--platform",
-        "any",
-        &image,
-    ]);
-    r.assert_code(11);
-    assert_eq!(r.image(0)["endpoint"], f.anon.host.as_str());
+    // (server, mirror tried first): the unreachable host as the mirror in front of the
+    // registry's 404, then the reverse order of answers (the mirror 404s, the upstream is
+    // unreachable): containerd keeps the 404 over the transport error either way.
+    for (server, mirror) in [
+        (f.anon.host.as_str(), unreachable.as_str()),
+        (unreachable.as_str(), f.anon.host.as_str()),
+    ] {
+        let root = temp_dir();
+        hosts_toml(
+            root.path(),
+            &f.anon.host,
+            &format!(
+                "server = \"http://{server}\"\n\n[host.\"http://{mirror}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+            ),
+        );
+        let r = check(&[
+            "--hosts-dir",
+            root.path().to_str().unwrap(),
+            "--platform",
+            "any",
+            &image,
+        ]);
+        r.assert_code(11);
+        let j = r.image(0);
+        assert_eq!(
+            j["verdict"], "not_found",
+            "server {server}, mirror {mirror}"
+        );
+        assert_eq!(j["endpoint"], f.anon.host.as_str());
+    }
 }
