@@ -77,15 +77,11 @@ impl Attempt {
     }
 
     fn failed(mut self, route: &Route, e: &RegistryError) -> Attempt {
-        if let Some(detail) = classify::loopback_registry_refused(e, &route.endpoint.host) {
-            // Not a registry's answer and not a hostile referral: pullcheck did not look.
-            self.guard_refused = true;
-            if self.digest.is_none() {
-                self.host_failure = Some(HostFailure::Error);
-            }
-            return self.with(Verdict::Transient, detail);
-        }
-        let (v, mut detail) = classify::verdict_for(e);
+        // A loopback registry the guard refused is no registry's answer and no hostile
+        // referral: pullcheck did not look (transient, "not checked").
+        let (v, mut detail) = classify::loopback_registry_refused(e, &route.endpoint.host)
+            .map(|d| (Verdict::Transient, d))
+            .unwrap_or_else(|| classify::verdict_for(e));
         if let (
             Some(value),
             RegistryError::Transport {
