@@ -334,11 +334,11 @@ impl ApiServerArgs {
     /// `--apiserver`, else in-cluster, else none.
     pub(crate) fn apiserver(&self) -> Option<crate::apiserver::ApiServer> {
         match &self.apiserver {
-            Some(url) => Some(crate::apiserver::ApiServer {
-                url: url.clone(),
-                token_file: self.apiserver_token_file.clone(),
-                ca_file: self.apiserver_ca_file.clone(),
-            }),
+            Some(url) => Some(crate::apiserver::ApiServer::from_flags(
+                url.clone(),
+                self.apiserver_token_file.clone(),
+                self.apiserver_ca_file.clone(),
+            )),
             None => crate::apiserver::in_cluster(),
         }
     }

@@ -217,9 +217,7 @@ fn api_hint(e: &crate::watch::api::ApiError, token_file: Option<&std::path::Path
             None => "; pass --apiserver-token-file".into(),
         },
         Some(403) => "; the token lacks a permission listed in docs/watch.md (RBAC)".into(),
-        _ if text.contains("UnknownIssuer") || text.contains("certificate") => {
-            "; pass the API server's CA with --apiserver-ca-file".into()
-        }
+        // A TLS failure's message already names the flag that holds the CA.
         _ => String::new(),
     };
     format!("{text}{hint}")
@@ -235,7 +233,7 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         )
         .into());
     };
-    if let Some(f) = &api.token_file
+    if let Some(f) = api.credentials.token_file()
         && crate::files::read_capped_text(f, crate::apiserver::MAX_TOKEN_FILE_BYTES)
             .is_ok_and(|t| t.trim().is_empty())
     {
@@ -245,7 +243,10 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         ))
         .into());
     }
-    let token_file = api.token_file.clone();
+    let token_file = api
+        .credentials
+        .token_file()
+        .map(std::path::Path::to_path_buf);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
     let api = crate::watch::api::WatchApi::new(client, a.namespace.clone());
     if a.once {
@@ -257,8 +258,11 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
                 // A refused token or a missing permission is the caller's to fix (usage);
                 // an API server that doesn't answer, or answers "later" (429, 5xx), may
                 // answer later (transient).
-                let code = match e.status() {
-                    Some(s) if !crate::apiserver::is_retryable_status(s) => {
+                let code = match e {
+                    crate::apiserver::ApiError::Status { .. }
+                    | crate::apiserver::ApiError::Credentials { .. }
+                        if !e.is_retryable() =>
+                    {
                         crate::verdict::code::USAGE
                     }
                     _ => crate::verdict::Verdict::Transient.exit_code(),

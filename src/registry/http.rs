@@ -333,8 +333,18 @@ fn transport(req: &Request, failure: Failure) -> RegistryError {
     }
 }
 
-/// Map a reqwest error to a [`Failure`] by walking its source chain.
+/// What an untrusted registry certificate's message tells the user to do.
+const REGISTRY_CA_HINT: &str = "pass its CA with --ca-file or hosts.toml ca";
+
+/// Map a reqwest error of a registry request to a [`Failure`].
 fn classify(err: &reqwest::Error) -> Failure {
+    classify_transport(err, REGISTRY_CA_HINT)
+}
+
+/// Map a reqwest error to a [`Failure`] by walking its source chain: the one
+/// classification of transport failures, for registry and Kubernetes API requests alike.
+/// `ca_hint` ends the message of an untrusted certificate (which flag holds the CA).
+pub(crate) fn classify_transport(err: &reqwest::Error, ca_hint: &str) -> Failure {
     if err.is_timeout() {
         return Failure::Timeout;
     }
@@ -351,7 +361,7 @@ fn classify(err: &reqwest::Error) -> Failure {
             if let (true, Some(host)) = (is_plain_http(t), err.url().map(host_port)) {
                 return Failure::PlainHttp(host);
             }
-            return Failure::Tls(describe_tls(t));
+            return Failure::Tls(describe_tls(t, ca_hint));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             io_kind.get_or_insert(io.kind());
@@ -403,12 +413,11 @@ fn host_port(url: &Url) -> String {
     }
 }
 
-fn describe_tls(e: &rustls::Error) -> String {
+fn describe_tls(e: &rustls::Error, ca_hint: &str) -> String {
     use rustls::CertificateError as C;
     match e {
         rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
-            "certificate not trusted (unknown issuer); pass its CA with --ca-file or hosts.toml ca"
-                .into()
+            format!("certificate not trusted (unknown issuer); {ca_hint}")
         }
         rustls::Error::InvalidCertificate(C::NotValidForName) => {
             "certificate is for another name".into()
@@ -483,7 +492,7 @@ mod tests {
                 ],
             });
         assert_eq!(
-            describe_tls(&e),
+            describe_tls(&e, REGISTRY_CA_HINT),
             "certificate is for another name: it names localhost, 127.0.0.1, *.internal.example, \
 not reg.example; use one of those names or reissue the certificate with reg.example in its \
 subjectAltName"
@@ -494,7 +503,7 @@ subjectAltName"
                 presented: vec![],
             });
         assert_eq!(
-            describe_tls(&none),
+            describe_tls(&none, REGISTRY_CA_HINT),
             "certificate is for another name: it has no subjectAltName, and the common name is \
 not used; reissue it with 10.0.0.1 in its subjectAltName"
         );

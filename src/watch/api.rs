@@ -11,10 +11,13 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::apiserver::{ApiClient, error_chain};
+use crate::apiserver::ApiClient;
+pub(crate) use crate::apiserver::ApiError;
+use crate::apiserver::client::{Limits, Patch, Preconditions, WatchEvent, WatchStream};
+use crate::apiserver::error::Verb;
 
-/// Deadline of one non-watch request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bounds of one non-watch request: 10 s, and a list page or object of at most 64 MiB.
+const REQUEST: Limits = Limits::new(Duration::from_secs(10), MAX_BODY);
 /// How long the API server keeps one watch open before it ends it (it picks a random
 /// time up to this; the controller then watches again from the last version).
 pub(crate) const WATCH_SECONDS: u64 = 290;
@@ -22,43 +25,6 @@ pub(crate) const WATCH_SECONDS: u64 = 290;
 const PAGE: u32 = 500;
 /// Largest list page or watch event read.
 const MAX_BODY: usize = 64 * 1024 * 1024;
-
-/// An API call that failed. One line: the verb, the path, what the server said.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ApiError {
-    /// The call never got an answer (connection, TLS, timeout) or the token file.
-    #[error("{verb} {path}: {causes}")]
-    Transport {
-        verb: &'static str,
-        path: String,
-        causes: String,
-    },
-    /// An HTTP status other than the expected ones, with the API's `message` if any.
-    #[error("{verb} {path}: HTTP {status}{}", if message.is_empty() { String::new() } else { format!(": {message}") })]
-    Status {
-        verb: &'static str,
-        path: String,
-        status: u16,
-        message: String,
-    },
-    /// An answer that is not the JSON expected.
-    #[error("{verb} {path}: the answer is not {what}")]
-    Body {
-        verb: &'static str,
-        path: String,
-        what: &'static str,
-    },
-}
-
-impl ApiError {
-    /// The HTTP status, when the server answered with one.
-    pub(crate) fn status(&self) -> Option<u16> {
-        match self {
-            ApiError::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-}
 
 /// How a watch ended.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +34,17 @@ pub(crate) enum WatchError {
     Expired,
     /// Anything else.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(ApiError),
+}
+
+impl From<ApiError> for WatchError {
+    fn from(e: ApiError) -> WatchError {
+        if e.status() == Some(410) {
+            WatchError::Expired
+        } else {
+            WatchError::Api(e)
+        }
+    }
 }
 
 /// One watch event.
@@ -106,145 +82,26 @@ impl WatchApi {
         }
     }
 
-    async fn send(
-        &self,
-        verb: &'static str,
-        method: reqwest::Method,
-        url: url::Url,
-        body: Option<(&'static str, Value)>,
-        timeout: Option<Duration>,
-    ) -> Result<reqwest::Response, ApiError> {
-        let path = url.path().to_string();
-        let mut req = self
-            .api
-            .request(method, url)
-            .await
-            .map_err(|e| ApiError::Transport {
-                verb,
-                path: path.clone(),
-                causes: e.to_string(),
-            })?;
-        if let Some(t) = timeout {
-            req = req.timeout(t);
-        }
-        if let Some((content_type, body)) = body {
-            req = req
-                .header(http::header::CONTENT_TYPE, content_type)
-                .body(body.to_string());
-        }
-        req.send().await.map_err(|e| ApiError::Transport {
-            verb,
-            path,
-            causes: error_chain(&e),
-        })
-    }
-
-    async fn json(
-        verb: &'static str,
-        resp: reqwest::Response,
-        ok: &[u16],
-    ) -> Result<Value, ApiError> {
-        let path = resp.url().path().to_string();
-        let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| ApiError::Transport {
-            verb,
-            path: path.clone(),
-            causes: error_chain(&e),
-        })?;
-        let value: Option<Value> = (bytes.len() <= MAX_BODY)
-            .then(|| serde_json::from_slice(&bytes).ok())
-            .flatten();
-        if !ok.contains(&status) {
-            let message = value
-                .as_ref()
-                .and_then(|v| v.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect();
-            return Err(ApiError::Status {
-                verb,
-                path,
-                status,
-                message,
-            });
-        }
-        value.ok_or(ApiError::Body {
-            verb,
-            path,
-            what: "a JSON object",
-        })
-    }
-
     /// Every Pending pod, page by page, and the list's resource version to watch from.
     pub(crate) async fn list_pending(&self) -> Result<(Vec<Value>, String), ApiError> {
-        let mut pods = Vec::new();
-        let mut next: Option<String> = None;
-        loop {
-            let mut url = self.pods_url();
-            url.query_pairs_mut()
-                .append_pair("fieldSelector", FIELD_SELECTOR)
-                .append_pair("limit", &PAGE.to_string());
-            if let Some(c) = &next {
-                url.query_pairs_mut().append_pair("continue", c);
-            }
-            let resp = self
-                .send(
-                    "LIST",
-                    reqwest::Method::GET,
-                    url,
-                    None,
-                    Some(REQUEST_TIMEOUT),
-                )
-                .await?;
-            let mut page = Self::json("LIST", resp, &[200]).await?;
-            if let Some(Value::Array(items)) = page.get_mut("items").map(Value::take) {
-                pods.extend(items);
-            }
-            let meta = page.get("metadata");
-            let rv = meta
-                .and_then(|m| m.get("resourceVersion"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            next = meta
-                .and_then(|m| m.get("continue"))
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .map(str::to_string);
-            if next.is_none() {
-                return Ok((pods, rv));
-            }
-        }
+        let mut url = self.pods_url();
+        url.query_pairs_mut()
+            .append_pair("fieldSelector", FIELD_SELECTOR);
+        let list = self.api.list(&url, PAGE, REQUEST).await?;
+        Ok((list.items, list.resource_version))
     }
 
     /// Watch Pending pods from `resource_version`.
     pub(crate) async fn watch(&self, resource_version: &str) -> Result<PodWatch, WatchError> {
         let mut url = self.pods_url();
         url.query_pairs_mut()
-            .append_pair("watch", "1")
-            .append_pair("fieldSelector", FIELD_SELECTOR)
-            .append_pair("allowWatchBookmarks", "true")
-            .append_pair("timeoutSeconds", &WATCH_SECONDS.to_string())
-            .append_pair("resourceVersion", resource_version);
-        let resp = self
-            .send(
-                "WATCH",
-                reqwest::Method::GET,
-                url,
-                None,
-                Some(Duration::from_secs(WATCH_SECONDS + 30)),
-            )
+            .append_pair("fieldSelector", FIELD_SELECTOR);
+        let limits = Limits::new(Duration::from_secs(WATCH_SECONDS + 30), MAX_BODY);
+        let stream = self
+            .api
+            .watch(&url, resource_version, WATCH_SECONDS, limits)
             .await?;
-        match resp.status().as_u16() {
-            200 => Ok(PodWatch {
-                resp,
-                buf: Vec::new(),
-            }),
-            410 => Err(WatchError::Expired),
-            _ => Err(Self::json("WATCH", resp, &[]).await.unwrap_err().into()),
-        }
+        Ok(PodWatch { stream })
     }
 
     /// The labels of namespace `name` (`None`: it does not exist).
@@ -253,19 +110,9 @@ impl WatchApi {
         name: &str,
     ) -> Result<Option<serde_json::Map<String, Value>>, ApiError> {
         let url = self.api.url(&["api", "v1", "namespaces", name]);
-        let resp = self
-            .send(
-                "GET",
-                reqwest::Method::GET,
-                url,
-                None,
-                Some(REQUEST_TIMEOUT),
-            )
-            .await?;
-        if resp.status().as_u16() == 404 {
+        let Some(ns) = self.api.get(&url, REQUEST).await? else {
             return Ok(None);
-        }
-        let ns = Self::json("GET", resp, &[200]).await?;
+        };
         Ok(Some(
             ns.pointer("/metadata/labels")
                 .and_then(Value::as_object)
@@ -297,14 +144,11 @@ impl WatchApi {
             "metadata": {"uid": pod.uid, "resourceVersion": resource_version},
             "status": {"conditions": [condition]},
         });
-        self.conditional(
-            "PATCH",
-            reqwest::Method::PATCH,
-            url,
-            ("application/strategic-merge-patch+json", body),
-            &[200],
-        )
-        .await
+        let answer = self
+            .api
+            .patch(&url, &Patch::Strategic, &body, REQUEST)
+            .await?;
+        conditional(Verb::Patch, &url, &answer, &[200])
     }
 
     /// Delete the pod with its default grace period, only if it is still the one with
@@ -313,38 +157,12 @@ impl WatchApi {
         let url = self
             .api
             .url(&["api", "v1", "namespaces", &pod.namespace, "pods", &pod.name]);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": pod.uid},
-        });
-        self.conditional(
-            "DELETE",
-            reqwest::Method::DELETE,
-            url,
-            ("application/json", body),
-            &[200, 202],
-        )
-        .await
-    }
-
-    /// A write whose precondition may no longer hold: `Ok(false)` for 409 (the pod changed
-    /// or was replaced) and 404 (gone), `Ok(true)` for one of `ok`.
-    async fn conditional(
-        &self,
-        verb: &'static str,
-        method: reqwest::Method,
-        url: url::Url,
-        body: (&'static str, Value),
-        ok: &[u16],
-    ) -> Result<bool, ApiError> {
-        let resp = self
-            .send(verb, method, url, Some(body), Some(REQUEST_TIMEOUT))
-            .await?;
-        match resp.status().as_u16() {
-            409 | 404 => Ok(false),
-            _ => Self::json(verb, resp, ok).await.map(|_| true),
-        }
+        let pre = Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: None,
+        };
+        let answer = self.api.delete(&url, &pre, REQUEST).await?;
+        conditional(Verb::Delete, &url, &answer, &[200, 202])
     }
 
     /// The messages of the pod's `Failed` Events, oldest first (for kubelets older than
@@ -357,16 +175,10 @@ impl WatchApi {
             "fieldSelector",
             &format!("involvedObject.uid={},reason=Failed", pod.uid),
         );
-        let resp = self
-            .send(
-                "LIST",
-                reqwest::Method::GET,
-                url,
-                None,
-                Some(REQUEST_TIMEOUT),
-            )
+        let list = self
+            .api
+            .expect(Verb::List, &url, None, REQUEST, &[200])
             .await?;
-        let list = Self::json("LIST", resp, &[200]).await?;
         let mut events: Vec<(String, String)> = list
             .get("items")
             .and_then(Value::as_array)
@@ -418,16 +230,34 @@ impl WatchApi {
             "lastTimestamp": now,
             "count": 1,
         });
-        let resp = self
-            .send(
-                "POST",
-                reqwest::Method::POST,
-                url,
-                Some(("application/json", body)),
-                Some(REQUEST_TIMEOUT),
-            )
-            .await?;
-        Self::json("POST", resp, &[201, 200]).await.map(|_| ())
+        let answer = self.api.create(&url, &body, REQUEST).await?;
+        if !matches!(answer.status, 200 | 201) {
+            return Err(crate::apiserver::client::status_error(
+                Verb::Create,
+                url.path(),
+                &answer,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A write whose precondition may no longer hold: `Ok(false)` for 409 (the pod changed or
+/// was replaced) and 404 (gone), `Ok(true)` for one of `ok`, else the status as an error.
+fn conditional(
+    verb: Verb,
+    url: &url::Url,
+    answer: &crate::apiserver::client::Answer,
+    ok: &[u16],
+) -> Result<bool, ApiError> {
+    match answer.status {
+        409 | 404 => Ok(false),
+        s if ok.contains(&s) => Ok(true),
+        _ => Err(crate::apiserver::client::status_error(
+            verb,
+            url.path(),
+            answer,
+        )),
     }
 }
 
@@ -459,80 +289,17 @@ impl PodId {
 
 /// An open watch: events one at a time.
 pub(crate) struct PodWatch {
-    resp: reqwest::Response,
-    buf: Vec<u8>,
+    stream: WatchStream,
 }
 
 impl PodWatch {
     /// The next event; `Ok(None)` when the server ended the watch (its timeout).
     pub(crate) async fn next(&mut self) -> Result<Option<Event>, WatchError> {
-        loop {
-            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=i).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return parse_event(&line).map(Some);
-            }
-            if self.buf.len() > MAX_BODY {
-                return Err(ApiError::Body {
-                    verb: "WATCH",
-                    path: self.resp.url().path().to_string(),
-                    what: "a watch event under 64 MiB",
-                }
-                .into());
-            }
-            match self.resp.chunk().await {
-                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    return Err(ApiError::Transport {
-                        verb: "WATCH",
-                        path: self.resp.url().path().to_string(),
-                        causes: error_chain(&e),
-                    }
-                    .into());
-                }
-            }
-        }
-    }
-}
-
-/// One line of a watch stream.
-fn parse_event(line: &[u8]) -> Result<Event, WatchError> {
-    let bad = || {
-        WatchError::Api(ApiError::Body {
-            verb: "WATCH",
-            path: "pods".into(),
-            what: "a watch event",
-        })
-    };
-    let mut v: Value = serde_json::from_slice(line).map_err(|_| bad())?;
-    let object = v.get_mut("object").map(Value::take).unwrap_or(Value::Null);
-    match v.get("type").and_then(Value::as_str) {
-        Some("ADDED" | "MODIFIED") => Ok(Event::Changed(object)),
-        Some("DELETED") => Ok(Event::Deleted(object)),
-        Some("BOOKMARK") => Ok(Event::Bookmark(
-            object
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        )),
-        Some("ERROR") if object.get("code").and_then(Value::as_u64) == Some(410) => {
-            Err(WatchError::Expired)
-        }
-        Some("ERROR") => Err(WatchError::Api(ApiError::Status {
-            verb: "WATCH",
-            path: "pods".into(),
-            status: object.get("code").and_then(Value::as_u64).unwrap_or(0) as u16,
-            message: object
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        })),
-        _ => Err(bad()),
+        Ok(self.stream.next().await?.map(|e| match e {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => Event::Changed(o),
+            WatchEvent::Deleted(o) => Event::Deleted(o),
+            WatchEvent::Bookmark(rv) => Event::Bookmark(rv),
+        }))
     }
 }
 
@@ -579,30 +346,5 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-12-01T13:22:34Z");
         let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
-    }
-
-    #[test]
-    fn watch_lines() {
-        assert!(matches!(
-            parse_event(br#"{"type":"ADDED","object":{"metadata":{"name":"p"}}}"#),
-            Ok(Event::Changed(_))
-        ));
-        assert!(matches!(
-            parse_event(br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"42"}}}"#),
-            Ok(Event::Bookmark(rv)) if rv == "42"
-        ));
-        assert!(matches!(
-            parse_event(br#"{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}"#),
-            Err(WatchError::Expired)
-        ));
-        let e = parse_event(
-            br#"{"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd down"}}"#,
-        )
-        .unwrap_err();
-        assert_eq!(e.to_string(), "WATCH pods: HTTP 500: etcd down");
-        assert_eq!(
-            parse_event(b"garbage").unwrap_err().to_string(),
-            "WATCH pods: the answer is not a watch event"
-        );
     }
 }

@@ -265,7 +265,8 @@ pub(crate) async fn resolve(
             let pod = probe_pod(opts, &p.service_account);
             let (status, body) = cluster
                 .dry_run_create(&p.namespace, "pods", &pod, deadline)
-                .await?;
+                .await
+                .map_err(|e| e.to_string())?;
             Some(read_answer(&pod, status, &body)?)
         }
         _ => None,

@@ -20,7 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("manifest", &["platform"]),
     ("credentials", &["files"]),
     ("registry", &["credentials", "files", "manifest", "pem"]),
-    ("apiserver", &["files", "pem"]),
+    ("apiserver", &["credentials", "files", "pem", "registry"]),
     ("k8s", &["files", "reference", "verdict"]),
     (
         "engine",

@@ -14,7 +14,6 @@
 //! `/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}`, or from `--apiserver`.
 //! Objects are cached briefly (a few seconds) and concurrent reads of one object coalesced.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,8 @@ use super::metrics::Metrics;
 
 mod posts;
 pub(crate) use crate::apiserver::ClusterError;
-use crate::apiserver::{ApiClient, ApiServer, error_chain};
+use crate::apiserver::client::Limits;
+use crate::apiserver::{ApiClient, ApiError, ApiServer};
 
 use crate::credentials::{DockerConfig, DockerConfigError, Keyring, Secret};
 use crate::k8s::KubernetesVersion;
@@ -38,56 +38,12 @@ use crate::k8s::templates::pull_secret_names;
 const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
 /// Deadline of one API request (the budget may cut it shorter).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// Bounds of one API request: [`REQUEST_TIMEOUT`] and [`MAX_OBJECT_BYTES`].
+const REQUEST: Limits = Limits::new(REQUEST_TIMEOUT, MAX_OBJECT_BYTES);
 
-/// Why one API object could not be read. Cheap to clone: the object cache hands the same
-/// error to every caller that waited for one read.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum ReadError {
-    /// The budget ended before the request could start.
-    #[error("GET {path}: no time left")]
-    NoTimeLeft {
-        /// The URL path.
-        path: String,
-    },
-    /// The bearer token file can't be read.
-    #[error("token file {}: {source}", file.display())]
-    Token {
-        /// The file.
-        file: PathBuf,
-        /// The I/O failure.
-        source: Arc<crate::files::FileError>,
-    },
-    /// The request or the body failed (connection, TLS, timeout), with its causes.
-    #[error("GET {path}: {causes}")]
-    Transport {
-        /// The URL path.
-        path: String,
-        /// The error and its sources, `: `-separated.
-        causes: String,
-    },
-    /// An answer other than 200 or 404.
-    #[error("GET {path}: HTTP {status}")]
-    Status {
-        /// The URL path.
-        path: String,
-        /// The HTTP status.
-        status: u16,
-    },
-    /// A body over [`MAX_OBJECT_BYTES`].
-    #[error("GET {path}: larger than {MAX_OBJECT_BYTES} bytes")]
-    TooLarge {
-        /// The URL path.
-        path: String,
-    },
-    /// A body that is not JSON.
-    #[error("GET {path}: not JSON: {source}")]
-    NotJson {
-        /// The URL path.
-        path: String,
-        /// The parse error.
-        source: Arc<serde_json::Error>,
-    },
-}
+/// Why one API object could not be read: the one API error. Cheap to clone: the object
+/// cache hands the same error to every caller that waited for one read.
+pub(crate) type ReadError = ApiError;
 
 /// A pull secret of a docker-config type whose data can't be used.
 #[derive(Debug, thiserror::Error)]
@@ -177,42 +133,11 @@ impl Cluster {
 
     /// GET one object; `None` for 404.
     async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, ReadError> {
-        let path = url.path().to_string();
-        let transport = |e: reqwest::Error| ReadError::Transport {
-            path: path.clone(),
-            causes: error_chain(&e),
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(ReadError::NoTimeLeft { path });
-        }
-        let req = self
+        Ok(self
             .api
-            .request(reqwest::Method::GET, url)
-            .await
-            .map_err(|e| ReadError::Token {
-                file: e.file,
-                source: e.source,
-            })?
-            .timeout(remaining.min(REQUEST_TIMEOUT));
-        let resp = req.send().await.map_err(transport)?;
-        let status = resp.status().as_u16();
-        if status == 404 {
-            return Ok(None);
-        }
-        if status != 200 {
-            return Err(ReadError::Status { path, status });
-        }
-        let body = resp.bytes().await.map_err(transport)?;
-        if body.len() > MAX_OBJECT_BYTES {
-            return Err(ReadError::TooLarge { path });
-        }
-        serde_json::from_slice(&body)
-            .map(|v| Some(Arc::new(v)))
-            .map_err(|e| ReadError::NotJson {
-                path,
-                source: Arc::new(e),
-            })
+            .get(&url, REQUEST.by(deadline))
+            .await?
+            .map(Arc::new))
     }
 
     /// The API server's Kubernetes version from `GET /version`, asked once: the first
@@ -426,11 +351,7 @@ mod tests {
 
     #[test]
     fn urls_are_built_from_segments() {
-        let api = ApiServer {
-            url: "https://10.0.0.1:6443/".into(),
-            token_file: None,
-            ca_file: None,
-        };
+        let api = ApiServer::from_flags("https://10.0.0.1:6443/".into(), None, None);
         let c = Cluster::new(&api, Duration::from_secs(1), Arc::new(Metrics::new())).unwrap();
         assert_eq!(
             c.url("team-a", "secrets", "regcred").as_str(),

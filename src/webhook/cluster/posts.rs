@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use url::Url;
 
-use super::{Cluster, MAX_OBJECT_BYTES, REQUEST_TIMEOUT};
-use crate::apiserver::error_chain;
+use super::{Cluster, REQUEST, REQUEST_TIMEOUT};
+use crate::apiserver::ApiError;
+use crate::apiserver::error::{BodyProblem, Verb};
 use crate::credentials::Secret;
 use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};
 
@@ -41,7 +41,14 @@ impl Cluster {
                     "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
                 });
                 let what = format!("POST {path}");
-                let (status, body) = self.post_json(url, &what, &body, REQUEST_TIMEOUT).await?;
+                // No message quotes the answer's body: a TokenRequest's holds a token.
+                let answer = self
+                    .api
+                    .create(&url, &body, REQUEST)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status = answer.status;
+                let body = answer.body;
                 if status == 403 {
                     return Err(format!(
                         "{what}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
@@ -116,57 +123,17 @@ impl Cluster {
         resource: &str,
         object: &Value,
         deadline: Instant,
-    ) -> Result<(u16, Value), String> {
+    ) -> Result<(u16, Value), ApiError> {
         let mut url = self
             .api
             .url(&["api", "v1", "namespaces", namespace, resource]);
         url.query_pairs_mut().append_pair("dryRun", "All");
-        let what = format!("POST {} (dry run)", url.path());
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(format!("{what}: no time left"));
-        }
-        let (status, body) = self
-            .post_json(url, &what, object, remaining.min(REQUEST_TIMEOUT))
-            .await?;
-        let answer = serde_json::from_slice(&body)
-            .map_err(|e| format!("{what}: HTTP {status}, answer not JSON: {e}"))?;
-        Ok((status, answer))
-    }
-}
-
-impl Cluster {
-    /// POST `body` as JSON to `url` within `timeout`: the status and the answer's bytes (at
-    /// most [`MAX_OBJECT_BYTES`]). `what` starts every error; no error quotes the answer (a
-    /// TokenRequest's holds a token).
-    async fn post_json(
-        &self,
-        url: Url,
-        what: &str,
-        body: &Value,
-        timeout: Duration,
-    ) -> Result<(u16, Vec<u8>), String> {
-        let resp = self
-            .api
-            .request(reqwest::Method::POST, url)
-            .await
-            .map_err(|e| format!("{what}: {e}"))?
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| format!("{what}: {}", error_chain(&e)))?;
-        if body.len() > MAX_OBJECT_BYTES {
-            return Err(format!(
-                "{what}: answer larger than {MAX_OBJECT_BYTES} bytes"
-            ));
-        }
-        Ok((status, body.to_vec()))
+        let answer = self.api.create(&url, object, REQUEST.by(deadline)).await?;
+        let value = answer.json().ok_or_else(|| ApiError::Body {
+            verb: Verb::Create,
+            path: url.path().to_string(),
+            problem: BodyProblem::NotJson("JSON"),
+        })?;
+        Ok((answer.status, value))
     }
 }

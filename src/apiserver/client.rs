@@ -1,0 +1,683 @@
+//! The one Kubernetes API client ([`ApiClient`]): get, list (paged), watch (a line stream),
+//! create, patch (merge, strategic merge, apply) and delete with preconditions. Every call
+//! carries its own [`Limits`] (a timeout, a body cap enforced while the body streams in, an
+//! optional deadline), sends the current bearer token ([`super::Credentials`]) and fails
+//! with one typed [`ApiError`].
+//!
+//! The wire rules are the API server's: a failure answer's body is a `Status` object
+//! (`reason`, `message`, `code`); a list is paged with `limit` and `continue` and its
+//! `metadata.resourceVersion` is where a watch starts; a watch is one JSON event per line
+//! (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR` with a `Status`), and "too old"
+//! comes as 410 or as an `ERROR` event with code 410
+//! (k8s.io/apimachinery `pkg/apis/meta/v1/types.go` `Status`, `WatchEvent`; client-go
+//! `tools/cache/reflector.go` lists then watches from the list's version).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use url::Url;
+
+use super::error::{ApiError, BodyProblem, Verb};
+use super::{ApiServer, ClusterError};
+
+/// Connect deadline of every API request.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// What an untrusted API server certificate's message tells the user to do.
+const CA_HINT: &str = "pass the API server's CA with --apiserver-ca-file (or certificate-authority in the kubeconfig)";
+/// Characters of a `Status.message` kept in an error.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The bounds of one call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The whole request, body included (for a watch: the whole stream).
+    pub timeout: Duration,
+    /// The largest body read (for a watch: one event line), bytes.
+    pub max_body: usize,
+    /// A budget the call must end by (the webhook's admission deadline); `None`: none.
+    pub deadline: Option<Instant>,
+}
+
+impl Limits {
+    /// `timeout` and `max_body`, no deadline.
+    pub(crate) const fn new(timeout: Duration, max_body: usize) -> Limits {
+        Limits {
+            timeout,
+            max_body,
+            deadline: None,
+        }
+    }
+
+    /// The same, cut short by `deadline`.
+    pub(crate) fn by(self, deadline: Instant) -> Limits {
+        Limits {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// The timeout to give the request now; `None` when the deadline has passed.
+    fn remaining(&self) -> Option<Duration> {
+        match self.deadline {
+            None => Some(self.timeout),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(self.timeout))
+            }
+        }
+    }
+}
+
+/// How a PATCH body merges (its `Content-Type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "Merge and Apply are for the Kueue admission check's status writes (issue 23); the watch uses Strategic"
+    )
+)]
+pub(crate) enum Patch {
+    /// RFC 7386 JSON merge patch.
+    Merge,
+    /// Kubernetes strategic merge patch (lists merge by their patch key, e.g. conditions by
+    /// `type`); built-in types only.
+    Strategic,
+    /// Server-side apply as `field_manager`; `force` takes fields other managers own.
+    Apply {
+        /// `fieldManager`.
+        field_manager: String,
+        /// `force=true`.
+        force: bool,
+    },
+}
+
+impl Patch {
+    fn content_type(&self) -> &'static str {
+        match self {
+            Patch::Merge => "application/merge-patch+json",
+            Patch::Strategic => "application/strategic-merge-patch+json",
+            // JSON is YAML: the API server reads it as the apply configuration.
+            Patch::Apply { .. } => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// The preconditions of a DELETE: it happens only if the object still has this UID (and,
+/// when given, this resourceVersion); otherwise the server answers 409.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Preconditions {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+/// An answer of any status, its body read within the call's cap.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: Vec<u8>,
+    /// `Retry-After`, whole seconds.
+    pub retry_after: Option<Duration>,
+}
+
+impl Answer {
+    /// The body as JSON, if it is.
+    pub(crate) fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// One page of a list, or all pages joined.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct List {
+    /// The objects.
+    pub items: Vec<Value>,
+    /// The list's `metadata.resourceVersion`: where a watch of the same collection starts.
+    pub resource_version: String,
+}
+
+/// One watch event.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WatchEvent {
+    /// ADDED: the object as it is now.
+    Added(Value),
+    /// MODIFIED: the object as it is now.
+    Modified(Value),
+    /// DELETED (or no longer matching the selector): the object as it was last.
+    Deleted(Value),
+    /// A newer resource version and no object change.
+    Bookmark(String),
+}
+
+/// The one client of the Kubernetes API. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct ApiClient {
+    client: reqwest::Client,
+    base: Url,
+    credentials: super::Credentials,
+}
+
+impl ApiClient {
+    /// A client for `api`; errors name the flag or file at fault.
+    pub(crate) fn new(api: &ApiServer) -> Result<ApiClient, ClusterError> {
+        crate::pem::install_crypto_provider();
+        let base = api.base_url()?;
+        let tls = api.tls_config()?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(format!("pullcheck/{}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ClusterError::Client)?;
+        Ok(ApiClient {
+            client,
+            base,
+            credentials: api.credentials.clone(),
+        })
+    }
+
+    /// The base URL with these path segments (each percent-encoded as needed).
+    pub(crate) fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut segs) = url.path_segments_mut() {
+            segs.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    /// Send one request with the current token. A 401 to a token that may have changed
+    /// (an exec plugin's) is asked once more with a fresh one.
+    async fn send(
+        &self,
+        verb: Verb,
+        url: &Url,
+        body: Option<(&'static str, &[u8])>,
+        limits: &Limits,
+    ) -> Result<reqwest::Response, ApiError> {
+        let path = url.path().to_string();
+        let mut second = false;
+        loop {
+            let Some(timeout) = limits.remaining() else {
+                return Err(ApiError::NoTimeLeft { verb, path });
+            };
+            let token =
+                self.credentials
+                    .bearer()
+                    .await
+                    .map_err(|source| ApiError::Credentials {
+                        verb,
+                        path: path.clone(),
+                        source,
+                    })?;
+            let mut req = self
+                .client
+                .request(verb.method(), url.clone())
+                .header(http::header::ACCEPT, "application/json")
+                .timeout(timeout);
+            if let Some(t) = &token {
+                req = req.bearer_auth(t.expose());
+            }
+            if let Some((content_type, bytes)) = body {
+                req = req
+                    .header(http::header::CONTENT_TYPE, content_type)
+                    .body(bytes.to_vec());
+            }
+            let resp = req.send().await.map_err(|e| ApiError::Transport {
+                verb,
+                path: path.clone(),
+                failure: crate::registry::http::classify_transport(&e, CA_HINT),
+            })?;
+            if resp.status().as_u16() == 401 && !second && self.credentials.refused() {
+                second = true;
+                continue;
+            }
+            return Ok(resp);
+        }
+    }
+
+    /// One call: any status, the body read within `limits.max_body`.
+    pub(crate) async fn call(
+        &self,
+        verb: Verb,
+        url: &Url,
+        body: Option<(&'static str, &[u8])>,
+        limits: Limits,
+    ) -> Result<Answer, ApiError> {
+        let resp = self.send(verb, url, body, &limits).await?;
+        read_answer(verb, url.path(), resp, limits.max_body).await
+    }
+
+    /// One call whose answer must be one of `ok` and a JSON value; any other status is an
+    /// [`ApiError::Status`].
+    pub(crate) async fn expect(
+        &self,
+        verb: Verb,
+        url: &Url,
+        body: Option<(&'static str, &[u8])>,
+        limits: Limits,
+        ok: &[u16],
+    ) -> Result<Value, ApiError> {
+        let answer = self.call(verb, url, body, limits).await?;
+        if !ok.contains(&answer.status) {
+            return Err(status_error(verb, url.path(), &answer));
+        }
+        answer.json().ok_or_else(|| ApiError::Body {
+            verb,
+            path: url.path().to_string(),
+            problem: BodyProblem::NotJson("a JSON object"),
+        })
+    }
+
+    /// GET one object; `Ok(None)` for 404.
+    pub(crate) async fn get(&self, url: &Url, limits: Limits) -> Result<Option<Value>, ApiError> {
+        let answer = self.call(Verb::Get, url, None, limits).await?;
+        match answer.status {
+            404 => Ok(None),
+            200 => answer.json().map(Some).ok_or_else(|| ApiError::Body {
+                verb: Verb::Get,
+                path: url.path().to_string(),
+                problem: BodyProblem::NotJson("a JSON object"),
+            }),
+            _ => Err(status_error(Verb::Get, url.path(), &answer)),
+        }
+    }
+
+    /// Every object of a collection (`url` may carry selectors), `page` per request, the
+    /// pages joined; the version is the last page's. Each page gets `limits`.
+    pub(crate) async fn list(
+        &self,
+        url: &Url,
+        page: u32,
+        limits: Limits,
+    ) -> Result<List, ApiError> {
+        let mut out = List::default();
+        let mut next: Option<String> = None;
+        loop {
+            let mut u = url.clone();
+            u.query_pairs_mut().append_pair("limit", &page.to_string());
+            if let Some(c) = &next {
+                u.query_pairs_mut().append_pair("continue", c);
+            }
+            let mut v = self.expect(Verb::List, &u, None, limits, &[200]).await?;
+            if let Some(Value::Array(items)) = v.get_mut("items").map(Value::take) {
+                out.items.extend(items);
+            }
+            let meta = v.get("metadata");
+            out.resource_version = meta
+                .and_then(|m| m.get("resourceVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            next = meta
+                .and_then(|m| m.get("continue"))
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string);
+            if next.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Watch a collection from `resource_version`, with bookmarks, for at most
+    /// `timeout_seconds` (the server ends the stream then). `limits.max_body` caps each
+    /// event line; `limits.timeout` should exceed `timeout_seconds`. A 410 answer is an
+    /// [`ApiError::Status`] with status 410: list again.
+    pub(crate) async fn watch(
+        &self,
+        url: &Url,
+        resource_version: &str,
+        timeout_seconds: u64,
+        limits: Limits,
+    ) -> Result<WatchStream, ApiError> {
+        let mut u = url.clone();
+        u.query_pairs_mut()
+            .append_pair("watch", "1")
+            .append_pair("allowWatchBookmarks", "true")
+            .append_pair("timeoutSeconds", &timeout_seconds.to_string())
+            .append_pair("resourceVersion", resource_version);
+        let resp = self.send(Verb::Watch, &u, None, &limits).await?;
+        if resp.status().as_u16() != 200 {
+            let answer = read_answer(Verb::Watch, u.path(), resp, limits.max_body).await?;
+            return Err(status_error(Verb::Watch, u.path(), &answer));
+        }
+        Ok(WatchStream {
+            path: u.path().to_string(),
+            resp,
+            buf: Vec::new(),
+            max_event: limits.max_body,
+        })
+    }
+
+    /// POST `object` to a collection; the answer as it came (201, or a `Status`).
+    pub(crate) async fn create(
+        &self,
+        url: &Url,
+        object: &Value,
+        limits: Limits,
+    ) -> Result<Answer, ApiError> {
+        let body = object.to_string();
+        self.call(
+            Verb::Create,
+            url,
+            Some(("application/json", body.as_bytes())),
+            limits,
+        )
+        .await
+    }
+
+    /// PATCH an object (or a subresource) with `patch` of `kind`; the answer as it came.
+    pub(crate) async fn patch(
+        &self,
+        url: &Url,
+        kind: &Patch,
+        patch: &Value,
+        limits: Limits,
+    ) -> Result<Answer, ApiError> {
+        let mut u = url.clone();
+        if let Patch::Apply {
+            field_manager,
+            force,
+        } = kind
+        {
+            u.query_pairs_mut()
+                .append_pair("fieldManager", field_manager)
+                .append_pair("force", if *force { "true" } else { "false" });
+        }
+        let body = patch.to_string();
+        self.call(
+            Verb::Patch,
+            &u,
+            Some((kind.content_type(), body.as_bytes())),
+            limits,
+        )
+        .await
+    }
+
+    /// DELETE an object with its default grace period, only if `preconditions` hold (else
+    /// the server answers 409); the answer as it came.
+    pub(crate) async fn delete(
+        &self,
+        url: &Url,
+        preconditions: &Preconditions,
+        limits: Limits,
+    ) -> Result<Answer, ApiError> {
+        let mut pre = serde_json::Map::new();
+        if let Some(uid) = &preconditions.uid {
+            pre.insert("uid".into(), Value::String(uid.clone()));
+        }
+        if let Some(rv) = &preconditions.resource_version {
+            pre.insert("resourceVersion".into(), Value::String(rv.clone()));
+        }
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": pre,
+        })
+        .to_string();
+        self.call(
+            Verb::Delete,
+            url,
+            Some(("application/json", body.as_bytes())),
+            limits,
+        )
+        .await
+    }
+}
+
+/// The body of `resp`, read chunk by chunk and refused past `max` bytes (before the rest
+/// is read: a hostile or broken server can't make the client buffer more).
+async fn read_answer(
+    verb: Verb,
+    path: &str,
+    mut resp: reqwest::Response,
+    max: usize,
+) -> Result<Answer, ApiError> {
+    let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(too_large(verb, path, max));
+    }
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > max {
+                    return Err(too_large(verb, path, max));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(ApiError::Transport {
+                    verb,
+                    path: path.to_string(),
+                    failure: crate::registry::http::classify_transport(&e, CA_HINT),
+                });
+            }
+        }
+    }
+    Ok(Answer {
+        status,
+        body,
+        retry_after,
+    })
+}
+
+fn too_large(verb: Verb, path: &str, max: usize) -> ApiError {
+    ApiError::Body {
+        verb,
+        path: path.to_string(),
+        problem: BodyProblem::TooLarge(max),
+    }
+}
+
+/// The [`ApiError::Status`] for an answer the call did not expect, with the `Status`
+/// object's `reason` and `message` when the body is one.
+pub(crate) fn status_error(verb: Verb, path: &str, answer: &Answer) -> ApiError {
+    let v = answer.json();
+    let field = |k: &str| {
+        v.as_ref()
+            .and_then(|v| v.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .chars()
+            .take(MAX_MESSAGE_CHARS)
+            .collect::<String>()
+    };
+    ApiError::Status {
+        verb,
+        path: path.to_string(),
+        status: answer.status,
+        reason: field("reason"),
+        message: field("message"),
+        retry_after: answer.retry_after,
+    }
+}
+
+/// An open watch: events one at a time.
+pub(crate) struct WatchStream {
+    path: String,
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+    max_event: usize,
+}
+
+impl WatchStream {
+    /// The next event; `Ok(None)` when the server ended the watch (its timeout). An `ERROR`
+    /// event is an [`ApiError::Status`] with the event's code (410: list again).
+    pub(crate) async fn next(&mut self) -> Result<Option<WatchEvent>, ApiError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return parse_event(&self.path, &line).map(Some);
+            }
+            if self.buf.len() > self.max_event {
+                return Err(too_large(Verb::Watch, &self.path, self.max_event));
+            }
+            match self.resp.chunk().await {
+                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    return Err(ApiError::Transport {
+                        verb: Verb::Watch,
+                        path: self.path.clone(),
+                        failure: crate::registry::http::classify_transport(&e, CA_HINT),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// One line of a watch stream (`path`: the watched collection, for messages).
+pub(crate) fn parse_event(path: &str, line: &[u8]) -> Result<WatchEvent, ApiError> {
+    let bad = || ApiError::Body {
+        verb: Verb::Watch,
+        path: path.to_string(),
+        problem: BodyProblem::NotJson("a watch event"),
+    };
+    let mut v: Value = serde_json::from_slice(line).map_err(|_| bad())?;
+    let object = v.get_mut("object").map(Value::take).unwrap_or(Value::Null);
+    match v.get("type").and_then(Value::as_str) {
+        Some("ADDED") => Ok(WatchEvent::Added(object)),
+        Some("MODIFIED") => Ok(WatchEvent::Modified(object)),
+        Some("DELETED") => Ok(WatchEvent::Deleted(object)),
+        Some("BOOKMARK") => Ok(WatchEvent::Bookmark(
+            object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        )),
+        Some("ERROR") => {
+            let text = |k: &str| {
+                object
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(MAX_MESSAGE_CHARS)
+                    .collect::<String>()
+            };
+            Err(ApiError::Status {
+                verb: Verb::Watch,
+                path: path.to_string(),
+                status: object
+                    .get("code")
+                    .and_then(Value::as_u64)
+                    .and_then(|c| u16::try_from(c).ok())
+                    .unwrap_or(0),
+                reason: text("reason"),
+                message: text("message"),
+                retry_after: None,
+            })
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_lines() {
+        let p = "/api/v1/pods";
+        assert_eq!(
+            parse_event(p, br#"{"type":"ADDED","object":{"metadata":{"name":"p"}}}"#).unwrap(),
+            WatchEvent::Added(serde_json::json!({"metadata": {"name": "p"}}))
+        );
+        assert_eq!(
+            parse_event(
+                p,
+                br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"42"}}}"#
+            )
+            .unwrap(),
+            WatchEvent::Bookmark("42".into())
+        );
+        let gone = parse_event(p, br#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"}}"#).unwrap_err();
+        assert_eq!(gone.status(), Some(410));
+        let e = parse_event(
+            p,
+            br#"{"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd down"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "WATCH /api/v1/pods: HTTP 500: etcd down");
+        assert!(e.is_retryable());
+        assert_eq!(
+            parse_event(p, b"garbage").unwrap_err().to_string(),
+            "WATCH /api/v1/pods: the answer is not a watch event"
+        );
+    }
+
+    #[test]
+    fn status_answers_keep_reason_message_and_retry_after() {
+        let answer = Answer {
+            status: 429,
+            body: br#"{"kind":"Status","reason":"TooManyRequests","message":"too many requests, please try again later","code":429}"#.to_vec(),
+            retry_after: Some(Duration::from_secs(1)),
+        };
+        let e = status_error(Verb::List, "/api/v1/pods", &answer);
+        assert_eq!(
+            e.to_string(),
+            "LIST /api/v1/pods: HTTP 429: too many requests, please try again later"
+        );
+        assert!(e.is_retryable());
+        assert!(matches!(
+            &e,
+            ApiError::Status { reason, retry_after: Some(d), .. }
+                if reason == "TooManyRequests" && *d == Duration::from_secs(1)
+        ));
+        let forbidden = status_error(
+            Verb::Get,
+            "/api/v1/namespaces/a/secrets/s",
+            &Answer {
+                status: 403,
+                body: b"not json".to_vec(),
+                retry_after: None,
+            },
+        );
+        assert_eq!(
+            forbidden.to_string(),
+            "GET /api/v1/namespaces/a/secrets/s: HTTP 403"
+        );
+        assert!(!forbidden.is_retryable());
+    }
+
+    #[test]
+    fn each_patch_kind_has_its_content_type() {
+        assert_eq!(Patch::Merge.content_type(), "application/merge-patch+json");
+        assert_eq!(
+            Patch::Strategic.content_type(),
+            "application/strategic-merge-patch+json"
+        );
+        let apply = Patch::Apply {
+            field_manager: "pullcheck".into(),
+            force: true,
+        };
+        assert_eq!(apply.content_type(), "application/apply-patch+yaml");
+    }
+
+    #[test]
+    fn a_passed_deadline_leaves_no_time() {
+        let l = Limits::new(Duration::from_secs(3), 10).by(Instant::now());
+        assert_eq!(l.remaining(), None);
+        let l =
+            Limits::new(Duration::from_secs(3), 10).by(Instant::now() + Duration::from_secs(60));
+        assert_eq!(l.remaining(), Some(Duration::from_secs(3)));
+    }
+}
