@@ -680,4 +680,58 @@ mod tests {
             Limits::new(Duration::from_secs(3), 10).by(Instant::now() + Duration::from_secs(60));
         assert_eq!(l.remaining(), Some(Duration::from_secs(3)));
     }
+
+    /// A scripted server (no real API server sends an endless body): a 200 whose chunked
+    /// body never ends. The cap must stop the read at `max_body`, long before the timeout;
+    /// the clients before this one read the whole body and compared it afterwards, so they
+    /// waited for the timeout holding everything read.
+    #[tokio::test]
+    async fn the_body_cap_is_enforced_while_the_body_streams() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counter = sent.clone();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut req = [0u8; 4096];
+            let _ = sock.read(&mut req).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = vec![b' '; 64 * 1024];
+            let frame = [
+                format!("{:x}\r\n", chunk.len()).into_bytes(),
+                chunk,
+                b"\r\n".to_vec(),
+            ]
+            .concat();
+            while sock.write_all(&frame).await.is_ok() {
+                counter.fetch_add(64 * 1024, Ordering::Relaxed);
+            }
+        });
+        let api = ApiServer::from_flags(format!("http://{addr}"), None, None);
+        let client = ApiClient::new(&api).unwrap();
+        let url = client.url(&["api", "v1", "pods"]);
+        let started = Instant::now();
+        let err = client
+            .get(&url, Limits::new(Duration::from_secs(20), 1024 * 1024))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "GET /api/v1/pods: larger than 1048576 bytes"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // What the server got into the socket: the cap, plus what the kernel buffers hold.
+        assert!(sent.load(Ordering::Relaxed) < 16 * 1024 * 1024);
+    }
 }
