@@ -10,9 +10,14 @@
 //! - **containerd 1.7** (`remotes/docker/resolver.go`, `Resolve`): the first failure that
 //!   is not a 404 is reported; only when every host said 404 is it "not found".
 //!
-//! Both stop at the first host that resolves the tag (whatever the platform step finds
-//! next), so a resolved attempt never enters this ranking. CRI-O's rule (the upstream's
-//! error decides) joins this table with the CRI-O node.
+//! - **CRI-O** (1.34.0, through containers/image v5.35.0, `docker/docker_image_src.go`,
+//!   `newImageSource`): the mirrors are tried in order and the upstream always last; when
+//!   every one failed, the error returned is the upstream's (the mirrors' errors are only
+//!   prefixed as text, "(Mirrors also failed: …)"). So a mirror's 404 never decides, and an
+//!   upstream that times out behind a mirror's 404 reads "transient".
+//!
+//! All three stop at the first host that resolves the tag (whatever the platform step
+//! finds next), so a resolved attempt never enters this ranking.
 
 use crate::registry::error::RegistryError;
 
@@ -26,6 +31,9 @@ pub(crate) enum NodeRuntime {
     /// containerd 1.7 (out of LTS since 2026-09).
     #[allow(dead_code)] // chosen by the node-runtime flag of the CRI-O issue; tested here
     Containerd1_7,
+    /// CRI-O (containers/image): the upstream, tried last, decides.
+    #[allow(dead_code)] // chosen by the node-runtime flag of the CRI-O issue; tested here
+    CriO,
 }
 
 /// What one host's failed try was, in the terms the runtimes rank.
@@ -83,6 +91,8 @@ impl NodeRuntime {
             NodeRuntime::Containerd1_7 => {
                 kept == HostFailure::NotFound && next != HostFailure::NotFound
             }
+            // The last host's error is the one returned: every later failure replaces.
+            NodeRuntime::CriO => true,
         }
     }
 }
@@ -129,5 +139,18 @@ mod tests {
         assert!(c17.replaces(NotFound, NotFound));
         assert_eq!(reported(c17, &[Status, Error]), Status);
         assert_eq!(reported(c17, &[Error, Status]), Error);
+    }
+
+    #[test]
+    fn cri_o_reports_the_upstreams_failure() {
+        let crio = NodeRuntime::CriO;
+        // mirror 404, upstream timed out: transient (containerd 2.x says not found).
+        assert_eq!(reported(crio, &[NotFound, Error]), Error);
+        assert_eq!(reported(NodeRuntime::Containerd2, &[NotFound, Error]), NotFound);
+        // mirror timed out, upstream 404: not found.
+        assert_eq!(reported(crio, &[Error, NotFound]), NotFound);
+        // a mirror's 403 does not outrank the upstream's 404, as it does in containerd 2.x.
+        assert_eq!(reported(crio, &[Status, NotFound]), NotFound);
+        assert_eq!(reported(crio, &[Error, Status, Error]), Error);
     }
 }
