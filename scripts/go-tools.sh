@@ -21,12 +21,13 @@ HELM_VERSION=v3.22.0         # helm (helm.sh/helm/v3)
 CRANE_VERSION=v0.22.1        # crane (github.com/google/go-containerregistry)
 REGCTL_VERSION=v0.11.7       # regctl (github.com/regclient/regclient)
 ECR_PROVIDER_VERSION=v1.35.3 # ecr-credential-provider (k8s.io/cloud-provider-aws; follows the k8s minor)
+KUEUE_VERSION=v0.19.2        # kueue controller manager (sigs.k8s.io/kueue; issue 23's harness)
 # Bump when a build recipe (flags, wrapper module) changes, to force rebuilds.
 RECIPE=1
 
 ALL_TOOLS=(etcd kube-apiserver kubectl helm crane regctl)
 # Built only when named (scripts/provider-e2e.sh does): not needed by scripts/test.sh.
-EXTRA_TOOLS=(ecr-credential-provider)
+EXTRA_TOOLS=(ecr-credential-provider kueue)
 
 TOOLS_DIR=${PULLCHECK_TOOLS:-${HOME:-/root}/.cache/pullcheck-tools}
 BIN_DIR=$TOOLS_DIR/bin
@@ -58,6 +59,7 @@ version_of() {
     crane) echo "$CRANE_VERSION" ;;
     regctl) echo "$REGCTL_VERSION" ;;
     ecr-credential-provider) echo "$ECR_PROVIDER_VERSION" ;;
+    kueue) echo "$KUEUE_VERSION" ;;
     *) return 1 ;;
   esac
 }
@@ -294,6 +296,10 @@ build_crane() {
 build_regctl() {
   go_install_tool regctl "github.com/regclient/regclient/cmd/regctl@$REGCTL_VERSION" \
     "-s -w -X github.com/regclient/regclient/internal/version.vcsTag=$REGCTL_VERSION"
+}
+build_kueue() {
+  # The module has no replace directives, so `go install PKG@VERSION` builds it as pinned.
+  go_install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "-s -w"
 }
 go_install_tool() { # TOOL PKG@VERSION LDFLAGS
   local out; out=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
