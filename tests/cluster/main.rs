@@ -3,13 +3,13 @@
 //! the writer of docs/fail-fast-results.md and docs/fail-fast-data/timeline.csv (`doc`).
 //!
 //! PARTIAL: the table lists every scenario of scripts/fail-fast-scenarios.sh, and runs
-//! 2, 3, 5, 7, 9a and 9b; the others stay with the shell script until their runners land.
+//! 2, 3, 5, 7, 9a, 9b and 11; the others stay with the shell script until their runners land.
 //!
 //! Opt-in, by hand, as root, with the node up (`scripts/cluster.sh up`) and the static
 //! binary built (`scripts/build-static.sh`):
 //!
 //! ```sh
-//! FF_SCENARIOS="2 3 5 7 9a 9b" cargo test --test cluster -- --ignored --nocapture real_node
+//! FF_SCENARIOS="2 3 5 7 9a 9b 11" cargo test --test cluster -- --ignored --nocapture real_node
 //! ```
 //!
 //! A run rewrites the parts of the scenarios it ran and keeps every other scenario's parts
@@ -19,11 +19,16 @@
 //! Env: FF_SCENARIOS, FF_WORK (scratch, default /tmp/pullcheck-ff-rs), FF_OUT, FF_DATA,
 //! FF_CHART (defaults: the committed paths).
 
+mod admission;
 mod doc;
+mod dockerhub;
+mod jobs;
 mod node;
+mod run;
 mod sample;
 mod scenarios;
 mod series;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -164,7 +169,7 @@ fn today() -> String {
 fn real_node_run() -> Result<(), NodeError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-    let list = var("FF_SCENARIOS", "2 3 5 7 9a 9b");
+    let list = var("FF_SCENARIOS", "2 3 5 7 9a 9b 11");
     let chosen = selected(&list)?;
     let out_path = PathBuf::from(var(
         "FF_OUT",
@@ -198,7 +203,7 @@ fn real_node_run() -> Result<(), NodeError> {
     };
     let started = Instant::now();
     if chosen.iter().any(|s| s.needs == Needs::Watch) {
-        scenarios::watch_start(&mut ctx)?;
+        watch::watch_start(&mut ctx)?;
     }
     for s in &chosen {
         eprintln!("[fail-fast] scenario {}", s.id);

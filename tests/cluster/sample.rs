@@ -292,7 +292,8 @@ pub fn sample(list: &Value, target: &Target, node: &str, t: f64) -> Sample {
         .filter(|p| p["metadata"]["namespace"] == target.ns.as_str())
         .collect();
     let sum = |ps: &[&Value], read: fn(&Value) -> f64, r: &str| {
-        ps.iter().map(|p| effective(p, read, r)).sum::<f64>()
+        // + 0.0: the sum of no pods is -0.0, which would print as "-0"
+        ps.iter().map(|p| effective(p, read, r)).sum::<f64>() + 0.0
     };
     Sample {
         t: (t * 10.0).round() / 10.0,
@@ -379,9 +380,12 @@ pub fn termination_text(terms: &[(i64, String)]) -> String {
         .join(" / ")
 }
 
-/// A number as the doc prints it: integers without a fraction.
+/// A number as the doc prints it: integers without a fraction, zero as `0` (an empty f64
+/// sum is -0.0 in Rust).
 pub fn num(v: f64) -> String {
-    if v.fract() == 0.0 {
+    if v == 0.0 {
+        "0".to_string()
+    } else if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v}")
@@ -478,6 +482,11 @@ mod tests {
             (s.job.as_str(), s.pods.as_str(), s.finished),
             ("job=none", "no pods", Finished::Running)
         );
+        assert_eq!(
+            (num(s.ns_cpu_m), num(-0.0)),
+            ("0".to_string(), "0".to_string())
+        );
+        assert!(s.ns_cpu_m.is_sign_positive());
     }
 
     #[test]
