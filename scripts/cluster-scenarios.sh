@@ -5,7 +5,7 @@
 # docs/fail-fast-results.md, docs/fail-fast-data/timeline.csv and the chart; every other
 # scenario's parts are kept from the committed files. Opt-in, as root; not run in CI.
 #
-#   scripts/cluster-scenarios.sh                        # the ported ones: 2 3 5 7 9a 9b 11
+#   scripts/cluster-scenarios.sh                        # the ported ones: 2 3 5 6a 7 9a 9b 9e 10b 11
 #   FF_SCENARIOS="2 9a" scripts/cluster-scenarios.sh    # a subset
 #   FF_KEEP_CLUSTER=1 scripts/cluster-scenarios.sh      # leave a node it started up
 #

@@ -161,7 +161,12 @@ fn create_then_quota(
     let series = follow(node, target, "jobs", start, max_s, 0.5);
     let list = node.kubectl_json(&["get", "pods", "-n", &target.ns])?;
     let terms = pullcheck_terminations(&list, target);
-    Ok(Followed { series, terms, t0 })
+    Ok(Followed {
+        series,
+        terms,
+        t0,
+        pods_gone: false,
+    })
 }
 
 /// Scenario 11 (11a and 11b).
@@ -301,6 +306,7 @@ fn run_11(
         terms: pullcheck_terminations(&pods, &target),
         series,
         t0,
+        pods_gone: false,
     };
     let stored = node.kubectl_ok(&["-n", ns, "get", "job", "handed-over", "-o", "yaml"], None)?;
     let msg = termination_text(&a.terms);

@@ -124,7 +124,7 @@ pub fn s3(ctx: &mut Ctx) -> Result<(), NodeError> {
 }
 
 /// `b - a` with a sign and one decimal.
-fn diff(a: Option<f64>, b: Option<f64>) -> String {
+pub fn diff(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) => format!("{:+.1}", b - a),
         _ => "-".into(),
@@ -228,6 +228,169 @@ pub fn s5(ctx: &mut Ctx) -> Result<(), NodeError> {
         "Scenario 5: present image",
         &first,
         &manifest,
+        &notes,
+    );
+    Ok(())
+}
+
+/// Scenario 6a: restartPolicy OnFailure, backoffLimit 0 (inject warns: no podFailurePolicy
+/// is allowed with OnFailure).
+pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
+    let (ns, name) = ("ff-s6a", "onfailure");
+    ctx.node.new_ns(ns, None)?;
+    let plain = job_yaml(
+        ns,
+        name,
+        &ctx.node.missing(),
+        "OnFailure",
+        0,
+        "1",
+        "2Gi",
+        "",
+    );
+    let injected = ctx.node.inject(&plain, &["--fail-fast"])?;
+    let warn = injected
+        .stderr
+        .lines()
+        .filter(|l| l.to_lowercase().contains("warn"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let f = injected.stdout;
+    let r = run_job(&ctx.node, ns, name, &f, 300.0)?;
+    let (cond, _) = job_cond(&ctx.node, ns, name)?;
+    let msg = r.msg();
+    let s = &r.series;
+    let (restarts, _) = s.restarts();
+    expect(
+        "6a",
+        s.fin() == Finished::Failed && exit_codes(&r.terms) == [11],
+        || {
+            format!(
+                "want Failed with exit 11, got {:?} {:?}",
+                s.fin(),
+                exit_codes(&r.terms)
+            )
+        },
+    )?;
+    let last = s.0.last().map(|x| x.pods.clone()).unwrap_or_default();
+    let outcome = if s.fin() == Finished::Running {
+        format!(
+            "**still active after {} s** (window): {last}",
+            t_str(s.0.last().map(|x| x.t))
+        )
+    } else {
+        format!("**{}**: {}", s.fin().as_str(), md_escape(&cond))
+    };
+    let released = s
+        .t_free()
+        .map(|t| format!(" (requests released at {t:.1} s)"))
+        .unwrap_or_default();
+    row(
+        &mut ctx.out,
+        "6a",
+        [
+            "`inject --fail-fast` (warns, no podFailurePolicy); **restartPolicy OnFailure**, backoffLimit 0; 1 CPU / 2Gi; tag does not exist",
+            &outcome,
+            &format!("{} s{released}", t_str(s.t_fin())),
+            &md_escape(&s.timeline()),
+            &md_escape(&msg),
+            &s.alloc_str(),
+            &s.last_alloc(),
+        ],
+    );
+    ctx.out.summaries.insert("6a".into(), format!(
+        "- **restartPolicy OnFailure, backoffLimit 0** (6a): Failed at **{} s** after {restarts} restarts of the failing init container (CrashLoopBackOff), the pod Pending and holding its requests all along.",
+        t_str(s.t_fin())));
+    let cond_s = if cond.is_empty() {
+        "none".to_string()
+    } else {
+        cond
+    };
+    let notes = format!(
+        "inject's warning: `{}`. Job condition: `{cond_s}`. Termination message: `{msg}`.",
+        md_escape(&warn)
+    );
+    save_detail(
+        ctx,
+        "6a",
+        "Scenario 6a: restartPolicy OnFailure, backoffLimit 0",
+        &r,
+        &f,
+        &notes,
+    );
+    Ok(())
+}
+
+/// Scenario 10b: `--transient restart` (KEP-5307 container restart rules), missing tag,
+/// restartPolicy Never.
+pub fn s10b(ctx: &mut Ctx) -> Result<(), NodeError> {
+    let (ns, name) = ("ff-s10b", "missing");
+    ctx.node.new_ns(ns, None)?;
+    let plain = job_yaml(
+        ns,
+        name,
+        &ctx.node.missing(),
+        "Never",
+        6,
+        "1",
+        "2Gi",
+        "  activeDeadlineSeconds: 1200",
+    );
+    let args = [
+        "--fail-fast",
+        "--transient",
+        "restart",
+        "--kubernetes-version",
+        "1.35",
+    ];
+    let f = ctx.node.inject(&plain, &args)?.stdout;
+    let r = run_job(&ctx.node, ns, name, &f, 180.0)?;
+    let (cond, reason) = job_cond(&ctx.node, ns, name)?;
+    let msg = r.msg();
+    let s = &r.series;
+    let (pods, (_, init_r), held) = (s.pods_seen(), s.restarts(), s.held_s());
+    expect(
+        "10b",
+        s.fin() == Finished::Failed
+            && reason == "PodFailurePolicy"
+            && pods == 1
+            && exit_codes(&r.terms) == [11],
+        || {
+            format!(
+                "want Failed by PodFailurePolicy on exit 11 after 1 pod, got {:?} {reason:?} {:?} after {pods}",
+                s.fin(),
+                exit_codes(&r.terms)
+            )
+        },
+    )?;
+    row(
+        &mut ctx.out,
+        "10b",
+        [
+            "`inject --fail-fast --transient restart`; **restartPolicy Never**, backoffLimit 6, activeDeadlineSeconds 1200; 1 / 2Gi; tag does not exist",
+            &format!(
+                "**{}**: {}; pods: {pods}; init restarts: {init_r}",
+                s.fin().as_str(),
+                md_escape(&cond)
+            ),
+            &format!("**{} s**; requests held {held} s in all", t_str(s.t_fin())),
+            &md_escape(&s.timeline()),
+            &md_escape(&msg),
+            &s.alloc_str(),
+            &s.last_alloc(),
+        ],
+    );
+    ctx.out.summaries.insert("10b".into(), format!(
+        "- **Missing tag, `--transient restart`, restartPolicy Never** (10b): {} at **{} s** after {pods} pod(s), {init_r} init restarts, the node held {held} s in all.",
+        s.fin().as_str(), t_str(s.t_fin())));
+    let notes = format!("Job condition: `{cond}`. Termination message: `{msg}`.");
+    save_detail(
+        ctx,
+        "10b",
+        "Scenario 10b: --transient restart, missing tag, Never",
+        &r,
+        &f,
         &notes,
     );
     Ok(())

@@ -3,13 +3,13 @@
 //! the writer of docs/fail-fast-results.md and docs/fail-fast-data/timeline.csv (`doc`).
 //!
 //! PARTIAL: the table lists every scenario of scripts/fail-fast-scenarios.sh, and runs
-//! 2, 3, 5, 7, 9a, 9b and 11; the others stay with the shell script until their runners land.
+//! 2, 3, 5, 6a, 7, 9a, 9b, 9e, 10b and 11; the others stay with the shell script until their runners land.
 //!
 //! Opt-in, by hand, as root, with the node up (`scripts/cluster.sh up`) and the static
 //! binary built (`scripts/build-static.sh`):
 //!
 //! ```sh
-//! FF_SCENARIOS="2 3 5 7 9a 9b 11" cargo test --test cluster -- --ignored --nocapture real_node
+//! FF_SCENARIOS="2 3 5 6a 7 9a 9b 9e 10b 11" cargo test --test cluster -- --ignored --nocapture real_node
 //! ```
 //!
 //! A run rewrites the parts of the scenarios it ran and keeps every other scenario's parts
@@ -169,7 +169,7 @@ fn today() -> String {
 fn real_node_run() -> Result<(), NodeError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-    let list = var("FF_SCENARIOS", "2 3 5 7 9a 9b 11");
+    let list = var("FF_SCENARIOS", "2 3 5 6a 7 9a 9b 9e 10b 11");
     let chosen = selected(&list)?;
     let out_path = PathBuf::from(var(
         "FF_OUT",

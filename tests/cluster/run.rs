@@ -59,6 +59,20 @@ pub struct Followed {
     pub terms: Vec<(i64, String)>,
     /// When `kubectl create` was started.
     pub t0: SystemTime,
+    /// The pods were gone at the end: `terms` are from the last sample that had them.
+    pub pods_gone: bool,
+}
+
+impl Followed {
+    /// The termination messages as the doc prints them, marked when the pod is gone.
+    pub fn msg(&self) -> String {
+        let t = crate::sample::termination_text(&self.terms);
+        if self.pods_gone && !t.is_empty() {
+            format!("{t} (pod since deleted)")
+        } else {
+            t
+        }
+    }
 }
 
 /// Sample `target` every `every` s until it finished and its namespace holds no requests
@@ -110,10 +124,16 @@ pub fn run_job(
     node.kubectl_ok(&["create", "-f", "-"], Some(manifest))?;
     let series = follow(node, &target, "jobs", start, max_s, 0.5);
     let list = node.kubectl_json(&["get", "pods", "-n", ns])?;
+    let mut terms = pullcheck_terminations(&list, &target);
+    let pods_gone = terms.is_empty() && !series.last_terms().is_empty();
+    if pods_gone {
+        terms = series.last_terms();
+    }
     Ok(Followed {
         series,
-        terms: pullcheck_terminations(&list, &target),
+        terms,
         t0,
+        pods_gone,
     })
 }
 

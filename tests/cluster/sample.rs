@@ -75,6 +75,12 @@ pub struct Sample {
     pub pod_names: Vec<String>,
     /// The `state.waiting.reason` of every container of those pods (ErrImagePull, …).
     pub waiting: Vec<String>,
+    /// The highest `restartCount` of any container of those pods.
+    pub restarts: u64,
+    /// The highest `restartCount` of their `pullcheck` init container.
+    pub init_restarts: u64,
+    /// The `pullcheck` init container's terminations ([`pullcheck_terminations`]).
+    pub terms: Vec<(i64, String)>,
     /// Effective CPU requests (millicores) of the namespace's live pods on the node.
     pub ns_cpu_m: f64,
     /// Effective memory requests (MiB, floored) of the namespace's live pods on the node.
@@ -165,6 +171,14 @@ fn container_state(cs: &Value) -> String {
         s.push_str(&format!(" r{n}"));
     }
     s
+}
+
+/// Every init and app container status of a pod.
+fn all_statuses(pod: &Value) -> Vec<Value> {
+    ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .flat_map(|k| pod["status"][*k].as_array().cloned().unwrap_or_default())
+        .collect()
 }
 
 /// One pod as the doc writes it.
@@ -312,6 +326,25 @@ pub fn sample(list: &Value, target: &Target, node: &str, t: f64) -> Sample {
             .iter()
             .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
             .collect(),
+        restarts: mine
+            .iter()
+            .flat_map(|p| all_statuses(p))
+            .filter_map(|c| c["restartCount"].as_u64())
+            .max()
+            .unwrap_or(0),
+        init_restarts: mine
+            .iter()
+            .flat_map(|p| {
+                p["status"]["initContainerStatuses"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|c| c["name"] == "pullcheck")
+            .filter_map(|c| c["restartCount"].as_u64())
+            .max()
+            .unwrap_or(0),
+        terms: pullcheck_terminations(list, target),
         waiting: mine
             .iter()
             .flat_map(|p| {
@@ -458,6 +491,9 @@ mod tests {
                     .into(),
                 pod_names: vec!["injected-abcde".into(), "injected-fghij".into()],
                 waiting: vec!["PodInitializing".into()],
+                restarts: 2,
+                init_restarts: 2,
+                terms: vec![(11, "line one line two".to_string())],
                 ns_cpu_m: 1000.0,
                 ns_mem_mi: 2048,
                 node_cpu_m: 2000.0,

@@ -1,8 +1,8 @@
 //! The scenario table: each scenario's id, the doc parts it owns, and its runner (the
 //! objects it creates, what it waits for, what it measures and the outcome it must have).
 //!
-//! PARTIAL PORT: the runners of 2, 3, 5 (jobs.rs), 7 (admission.rs), 9a, 9b (watch.rs) and
-//! 11 (dockerhub.rs) exist; every other row of scripts/fail-fast-scenarios.sh is in the
+//! PARTIAL PORT: the runners of 2, 3, 5, 6a, 10b (jobs.rs), 7 (admission.rs), 9a, 9b, 9e
+//! (watch.rs) and 11 (dockerhub.rs) exist; every other row of scripts/fail-fast-scenarios.sh is in the
 //! table with no runner, and a run asking for one fails naming the shell script (which
 //! stays until this table reproduces all of it).
 
@@ -78,7 +78,7 @@ pub const TABLE: &[Scenario] = &[
         id: "6a",
         parts: &["6a"],
         rows: &["6a"],
-        runner: None,
+        runner: Some(crate::jobs::s6a),
         needs: Needs::Node,
     },
     Scenario {
@@ -134,7 +134,7 @@ pub const TABLE: &[Scenario] = &[
         id: "9e",
         parts: &["9e"],
         rows: &["9e"],
-        runner: None,
+        runner: Some(crate::watch::s9e),
         needs: Needs::Watch,
     },
     Scenario {
@@ -183,7 +183,7 @@ pub const TABLE: &[Scenario] = &[
         id: "10b",
         parts: &["10b"],
         rows: &["10b"],
-        runner: None,
+        runner: Some(crate::jobs::s10b),
         needs: Needs::Node,
     },
     Scenario {
@@ -256,7 +256,10 @@ mod tests {
             .filter(|s| s.runner.is_some())
             .map(|s| s.id)
             .collect();
-        assert_eq!(ported, ["2", "3", "5", "7", "9a", "9b", "11"]);
+        assert_eq!(
+            ported,
+            ["2", "3", "5", "6a", "7", "9a", "9b", "9e", "10b", "11"]
+        );
     }
 
     #[test]

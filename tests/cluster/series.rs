@@ -56,6 +56,24 @@ impl Series {
         format!("{s:.0}")
     }
 
+    /// The highest restart count of any container, and of the pullcheck init container.
+    pub fn restarts(&self) -> (u64, u64) {
+        let r = self.0.iter().map(|s| s.restarts).max().unwrap_or(0);
+        let i = self.0.iter().map(|s| s.init_restarts).max().unwrap_or(0);
+        (r, i)
+    }
+
+    /// The pullcheck init container's terminations in the last sample that had any (the Job
+    /// controller deletes an OnFailure pod when the Job fails).
+    pub fn last_terms(&self) -> Vec<(i64, String)> {
+        self.0
+            .iter()
+            .rev()
+            .find(|s| !s.terms.is_empty())
+            .map(|s| s.terms.clone())
+            .unwrap_or_default()
+    }
+
     /// How many distinct pods of the controller the samples saw.
     pub fn pods_seen(&self) -> usize {
         let mut names: Vec<&String> = self.0.iter().flat_map(|s| &s.pod_names).collect();
@@ -182,6 +200,9 @@ mod tests {
             pods: pods.into(),
             pod_names: vec![format!("j-{}", pods.split(':').next().unwrap_or(""))],
             waiting: Vec::new(),
+            restarts: 0,
+            init_restarts: 0,
+            terms: Vec::new(),
             ns_cpu_m: cpu,
             ns_mem_mi: if cpu > 0.0 { 2048 } else { 0 },
             node_cpu_m: cpu + 750.0,

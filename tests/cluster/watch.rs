@@ -349,3 +349,84 @@ pub fn s9b(ctx: &mut Ctx) -> Result<(), NodeError> {
     );
     Ok(())
 }
+
+/// Scenario 9e: a present image, plain Jobs outside and inside the watch's namespaces.
+pub fn s9e(ctx: &mut Ctx) -> Result<(), NodeError> {
+    let (ns_plain, ns_w) = ("ff-s9e-plain", "ff-s9e-watched");
+    ctx.node.new_ns(ns_plain, None)?;
+    ctx.node.new_ns(ns_w, Some(WATCH_LABEL_KV))?;
+    let mut text = String::new();
+    let mut t = std::collections::BTreeMap::new();
+    let mut fins = Vec::new();
+    let (mut watched_1, mut watched_2) = (None, None);
+    for i in 1..=2 {
+        for v in ["plain", "watched"] {
+            let ns = format!("ff-s9e-{v}");
+            let name = format!("{v}-{i}");
+            let f = job_yaml(&ns, &name, &ctx.node.present(), "Never", 0, "1", "2Gi", "");
+            let r = run_job(&ctx.node, &ns, &name, &f, 120.0)?;
+            let fin = r.series.fin();
+            text.push_str(&format!(
+                "run {i}, {v}: Job {} at **{} s**<br>",
+                fin.as_str(),
+                t_str(r.series.t_fin())
+            ));
+            t.insert(format!("{v}_{i}"), r.series.t_fin());
+            fins.push(fin);
+            if v == "watched" {
+                if i == 1 {
+                    watched_1 = Some(r);
+                } else {
+                    watched_2 = Some(r);
+                }
+            }
+        }
+    }
+    let events = watch_events(&ctx.node, ns_w)?;
+    expect(
+        "9e",
+        fins.iter().all(|f| *f == Finished::Complete) && events.is_empty(),
+        || format!("want 4 Complete Jobs and no watch Event, got {fins:?}, Events {events:?}"),
+    )?;
+    let g = |k: &str| t.get(k).copied().flatten();
+    let ts = |k: &str| t_str(g(k));
+    let d1 = crate::jobs::diff(g("plain_1"), g("watched_1"));
+    let d2 = crate::jobs::diff(g("plain_2"), g("watched_2"));
+    let fin_s = fins
+        .iter()
+        .map(|f| f.as_str())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let (w1, w2) = (
+        watched_1.expect("two watched runs"),
+        watched_2.expect("two watched runs"),
+    );
+    let ev = if events.is_empty() {
+        "none".to_string()
+    } else {
+        events
+    };
+    row(
+        &mut ctx.out,
+        "9e",
+        [
+            "`pullcheck watch` running; present tag (cached); 4 plain Jobs in turn: outside the watch's namespaces, inside, outside, inside",
+            &format!("{fin_s}; watch Events: {ev}"),
+            &format!(
+                "outside {} / {} s; watched {} / {} s; **difference {d1} / {d2} s**",
+                ts("plain_1"),
+                ts("plain_2"),
+                ts("watched_1"),
+                ts("watched_2")
+            ),
+            &md_escape(&text),
+            "—",
+            &w1.series.alloc_str(),
+            &w2.series.last_alloc(),
+        ],
+    );
+    ctx.out.summaries.insert("9e".into(), format!(
+        "- **Present image under the watch** (9e): Jobs complete in {} / {} s outside and {} / {} s inside the watch's namespaces ({d1} / {d2} s: the sampling noise; the watch writes nothing for a pod that pulls).",
+        ts("plain_1"), ts("plain_2"), ts("watched_1"), ts("watched_2")));
+    Ok(())
+}
