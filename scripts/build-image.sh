@@ -31,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=target/image/oci tag= push= cert_dir= insecure=0
+out=target/image/oci tag='' push='' cert_dir='' insecure=0
 bins=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -59,7 +59,7 @@ version=$(cargo_field version)
 description=$(cargo_field description)
 licenses=$(cargo_field license)
 source_url=$(cargo_field repository)
-[ -n "$version" ] && [ -n "$licenses" ] || { echo "build-image: can't read Cargo.toml" >&2; exit 1; }
+{ [ -n "$version" ] && [ -n "$licenses" ]; } || { echo "build-image: can't read Cargo.toml" >&2; exit 1; }
 tag=${tag:-$version}
 
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}

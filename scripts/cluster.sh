@@ -386,7 +386,7 @@ cmd_up() {
   for t in docker-registry skopeo jq runc musl-gcc busybox; do
     command -v "$t" >/dev/null || die "$t missing (scripts/deps.sh installs docker-registry, skopeo, musl-tools; apt-get install runc busybox-static containernetworking-plugins)"
   done
-  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] ||
+  { [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ]; } ||
     die "CNI plugins missing (apt-get install containernetworking-plugins)"
   log "binaries: scripts/go-tools.sh etcd kube-apiserver kubectl + scripts/cluster/node-tools.sh (cached after the first build)"
   bin=$("$ROOT/scripts/go-tools.sh" etcd kube-apiserver kubectl)
@@ -539,7 +539,7 @@ cmd_down() {
     [ -d "$cg" ] || continue
     find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
-  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE" 2>/dev/null || true
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link delete "$BRIDGE" 2>/dev/null || true; fi
   ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true
   # kubelet's /var/log/containers symlinks into our pod-logs dir
   find /var/log/containers -maxdepth 1 -type l -lname "$STATE/*" -delete 2>/dev/null || true

@@ -38,8 +38,8 @@ bin_dir() {
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() { # a random free port in 20000-59999, not one of the arguments
-  local p i
-  for i in $(seq 1 200); do
+  local p
+  for _ in $(seq 1 200); do
     p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
     case " $* " in *" $p "*) continue ;; esac
     if port_free "$p"; then echo "$p"; return; fi
@@ -126,13 +126,15 @@ EOF
     --unsafe-no-fsync --log-level warn \
     </dev/null >"$STATE/logs/etcd.log" 2>&1 &
   echo $! >"$STATE/etcd.pid"
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     port_free "$ec" || break
     running etcd || { tail -20 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
     sleep 0.1
   done
 
+  # PULLCHECK_CP_APISERVER_ARGS: extra flags, split on blanks (no flag value holds one)
+  local extra_args=()
+  read -r -a extra_args <<<"${PULLCHECK_CP_APISERVER_ARGS:-}"
   log "kube-apiserver on https://127.0.0.1:$ap (authorization $AUTHZ)"
   setsid "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ec" \
@@ -150,7 +152,7 @@ EOF
     --allow-privileged=true \
     --profiling=false \
     --v="${PULLCHECK_CP_VERBOSITY:-1}" \
-    ${PULLCHECK_CP_APISERVER_ARGS:-} \
+    "${extra_args[@]}" \
     </dev/null >"$STATE/logs/kube-apiserver.log" 2>&1 &
   echo $! >"$STATE/kube-apiserver.pid"
 
@@ -178,11 +180,11 @@ EOF
 }
 
 stop_one() {
-  local name=$1 pid i
+  local name=$1 pid
   alive "$name" || return 0
   pid=$(cat "$STATE/$name.pid")
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do alive "$name" || return 0; sleep 0.1; done
+  for _ in $(seq 1 100); do alive "$name" || return 0; sleep 0.1; done
   log "$name (pid $pid) ignored SIGTERM for 10s: SIGKILL"
   kill -KILL "$pid" 2>/dev/null || true
 }
@@ -199,7 +201,7 @@ cmd_stop() {
 }
 
 cmd_env() {
-  alive kube-apiserver && alive etcd || die "not running (state $STATE); run: $0 start"
+  { alive kube-apiserver && alive etcd; } || die "not running (state $STATE); run: $0 start"
   print_env
 }
 

@@ -16,6 +16,7 @@
 #   smoke     running that image under runc in a network namespace (image-smoke.sh)
 #   cluster   the single-node cluster's workload image and network (cluster.sh)
 #   bench     the benchmarks (bench/run.sh)
+#   lint      shellcheck, over every script that stays shell (.ci/run)
 set -euo pipefail
 
 # group -> "command:package" pairs; a package is installed when its command is missing.
@@ -28,8 +29,9 @@ declare -A groups=(
   [smoke]="runc:runc skopeo:skopeo docker-registry:docker-registry jq:jq openssl:openssl curl:curl ip:iproute2"
   [cluster]="busybox:busybox-static musl-gcc:musl-tools ip:iproute2 jq:jq curl:curl /usr/lib/cni/bridge:containernetworking-plugins"
   [bench]="hyperfine:hyperfine"
+  [lint]="shellcheck:shellcheck"
 )
-order=(registry test static cross image smoke cluster bench)
+order=(registry test static cross image smoke cluster bench lint)
 
 if [ "${1:-}" = --list ]; then
   for g in "${order[@]}"; do

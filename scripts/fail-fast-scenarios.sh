@@ -132,6 +132,7 @@ new_ns() { # NS [LABEL=VALUE]
 # One jq program turns `kubectl get pods,jobs -A -o json` into one TSV sample line:
 # t, finished (Failed/Complete/-), failed pods, job state, pod states, ns cpu(m), ns mem(Mi),
 # node cpu(m), node mem(Mi)
+# shellcheck disable=SC2016 # a jq program: its $names are jq's
 JQ_SAMPLE='
 def cpu_m: if . == null then 0 else tostring as $s
   | if ($s|endswith("m")) then ($s[:-1]|tonumber) else (($s|tonumber)*1000) end end;
@@ -178,6 +179,7 @@ def cst: (if .state.waiting then "W:" + (.state.waiting.reason // "?")
     ([$pods[] | live | eff("memory")] | add // 0 | floor)
   ] | map(tostring) | join("\t")'
 
+# shellcheck disable=SC2016 # a jq program: its $names are jq's
 JQ_MSG='[.items[] | select(.kind == "Pod" and .metadata.namespace == $ns and .metadata.labels[$lbl] == $job)
   | .status.initContainerStatuses[]? | select(.name == "pullcheck")
   | (.state.terminated // .lastState.terminated) | select(. != null)
@@ -190,7 +192,7 @@ rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # namespace holds no more requests (plus one more sample), or MAX_SECONDS passed.
 # Hooks: ON_FAILED_PODS=N ON_FAILED_CMD="..." runs once when N pods of the Job failed.
 watch() {
-  local ns=$1 job=$2 t0=$3 max=$4 out=$5 every=${6:-${WATCH_EVERY:-0.5}} json msg line t fin nf cpu mem hooked= extra=0
+  local ns=$1 job=$2 t0=$3 max=$4 out=$5 every=${6:-${WATCH_EVERY:-0.5}} json msg line t fin nf cpu mem hooked='' extra=0
   : >"$out"
   while :; do
     t=$(rel "$t0" "$(now)")
@@ -234,7 +236,8 @@ md_escape() { sed 's/|/\\|/g' | tr '\n' ' ' | sed 's/ *$//'; }
 
 # row SCENARIO SETTING OUTCOME TIME TIMELINE TERMMSG DURING AFTER
 row() {
-  local f="$WORK/rows/$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _)"
+  local f
+  f="$WORK/rows/$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _)"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$@" >"$f"
 }
 detail() { cat >>"$WORK/details/$1"; }
@@ -321,8 +324,11 @@ s1() {
 run_job() {
   local id=$1 ns=$2 job=$3 f=$4 max=$5 t0
   # shellcheck disable=SC2086 # CREATE_ARGS: extra kubectl create flags, word-split on purpose
-  t0=$(now); "${K[@]}" create ${CREATE_ARGS:-} -f "$f" >/dev/null
+  t0=$(now)
+  # shellcheck disable=SC2086 # CREATE_ARGS: extra kubectl create flags, word-split on purpose
+  "${K[@]}" create ${CREATE_ARGS:-} -f "$f" >/dev/null
   watch "$ns" "$job" "$t0" "$max" "$WORK/$id.tsv"
+  # shellcheck disable=SC2016 # an awk condition: $2 is awk's field
   T_FIN=$(first_t "$WORK/$id.tsv" '$2 != "-"')
   # released: the first sample with no requests held after some were
   T_FREE=$(awk -F'\t' 'held && $6 == 0 { print $1; exit } $6 > 0 { held = 1 }' "$WORK/$id.tsv")
@@ -387,6 +393,7 @@ s5() {
   log "scenario 5: present image, with and without pullcheck (image already on the node after scenario 4)"
   new_ns $ns
   local summary=""
+  local -A T5=()
   for i in 1 2; do
     for variant in plain injected; do
       id=s5-$variant-$i f=$WORK/$id.yaml
@@ -398,18 +405,18 @@ s5() {
       if [ $variant = injected ]; then
         init=$(jq -r '.items[0].status.initContainerStatuses[0].state.terminated | "init container ran \(.startedAt) → \(.finishedAt), exit \(.exitCode)"' <<<"$pj")
       fi
-      eval "T5_${variant}_$i=$T_FIN"
+      T5[${variant}_$i]=$T_FIN
       summary+="run $i, $variant: Job $FIN at **${T_FIN} s**${init:+; $init}<br>"
       [ "$i" = 2 ] || true
     done
   done
   local dp1 dp2
-  dp1=$(awk -v a="$T5_plain_1" -v b="$T5_injected_1" 'BEGIN { printf "%+.1f", b - a }')
-  dp2=$(awk -v a="$T5_plain_2" -v b="$T5_injected_2" 'BEGIN { printf "%+.1f", b - a }')
+  dp1=$(awk -v a="${T5[plain_1]}" -v b="${T5[injected_1]}" 'BEGIN { printf "%+.1f", b - a }')
+  dp2=$(awk -v a="${T5[plain_2]}" -v b="${T5[injected_2]}" 'BEGIN { printf "%+.1f", b - a }')
   row "5" "present tag \`work/app:v1\` (image cached on the node); 4 Jobs in turn: plain, injected (\`--fail-fast\`), plain, injected" \
-    "all Complete" "plain ${T5_plain_1} / ${T5_plain_2} s; injected ${T5_injected_1} / ${T5_injected_2} s; **pullcheck adds ${dp1} / ${dp2} s**" \
+    "all Complete" "plain ${T5[plain_1]} / ${T5[plain_2]} s; injected ${T5[injected_1]} / ${T5[injected_2]} s; **pullcheck adds ${dp1} / ${dp2} s**" \
     "$(printf '%s' "$summary" | md_escape)" "—" "$(alloc_str "$WORK/s5-injected-1.tsv")" "$(last_alloc "$WORK/s5-injected-2.tsv")"
-  summary 5 "**Present image** (5): Jobs complete in ${T5_plain_1} / ${T5_plain_2} s without and ${T5_injected_1} / ${T5_injected_2} s with pullcheck: the check adds **${dp1} / ${dp2} s** to a Job's run (image cached on the node)."
+  summary 5 "**Present image** (5): Jobs complete in ${T5[plain_1]} / ${T5[plain_2]} s without and ${T5[injected_1]} / ${T5[injected_2]} s with pullcheck: the check adds **${dp1} / ${dp2} s** to a Job's run (image cached on the node)."
   save_detail 5 "Scenario 5: present image" $ns injected-1 "$WORK/s5-injected-1.tsv" "$WORK/s5-injected-1.yaml" \
     "$(printf '%s' "$summary" | sed 's/<br>/\n/g' | sed 's/^/- /')"
 }
@@ -607,7 +614,7 @@ s8() {
 # bound to the RBAC docs/watch.md lists, and acts only in namespaces labelled
 # pullcheck.io/watch=on (--namespace-label): every other scenario's namespace is outside it.
 WATCH_LABEL_KV=pullcheck.io/watch=on
-watch_start() { # [EXTRA WATCH ARGS...]
+watch_start() {
   local cp=$PULLCHECK_CLUSTER_DIR/cp port i
   # shellcheck disable=SC1091
   . "$cp/env"
@@ -641,7 +648,7 @@ YAML
   WATCH_URL=http://127.0.0.1:$port
   RUST_LOG=pullcheck=info setsid "$PC" watch --apiserver "$PULLCHECK_CP_SERVER" \
     --apiserver-token-file "$WORK/watch.token" --apiserver-ca-file "$cp/pki/ca.crt" \
-    --namespace-label "$WATCH_LABEL_KV" --listen "127.0.0.1:$port" "$@" \
+    --namespace-label "$WATCH_LABEL_KV" --listen "127.0.0.1:$port" \
     </dev/null >>"$WORK/watch.log" 2>&1 &
   WATCH_PID=$!
   for i in $(seq 1 100); do curl -fsS "$WATCH_URL/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -657,6 +664,7 @@ watch_t() {
   if [ -n "$line" ]; then rel "$3" "$(epoch "$line")"; else echo -; fi
 }
 # first ErrImagePull / ImagePullBackOff of any of the Job's pods, from the samples
+# shellcheck disable=SC2016 # an awk condition: $5 is awk's field
 t_err() { first_t "$1" '$5 ~ /W:(ErrImagePull|ImagePullBackOff|InvalidImageName)/'; }
 # pullcheck-watch Events in NS: "Reason (object kind): message" per line
 watch_events() {
@@ -721,6 +729,7 @@ run_watched() {
   local id=$1 ns=$2 job=$3 f=$4 max=$5 t0
   t0=$(now); "${K[@]}" create -f "$f" >/dev/null
   watch "$ns" "$job" "$t0" "$max" "$WORK/$id.tsv"
+  # shellcheck disable=SC2016 # an awk condition: $2 is awk's field
   T_FIN=$(first_t "$WORK/$id.tsv" '$2 != "-"')
   T_FREE=$(awk -F'\t' 'held && $6 == 0 { print $1; exit } $6 > 0 { held = 1 }' "$WORK/$id.tsv"); T_FREE=${T_FREE:--}
   FIN=$(tail -1 "$WORK/$id.tsv" | cut -f2)
@@ -797,6 +806,7 @@ s9c_report() {
 
 s9e() {
   local ns_plain=ff-s9e-plain ns_w=ff-s9e-watched i v ns f id text=""
+  local -A T9=() F9=()
   log "scenario 9e: present image, plain vs watched namespace"
   new_ns $ns_plain; new_ns $ns_w $WATCH_LABEL_KV
   for i in 1 2; do
@@ -804,19 +814,19 @@ s9e() {
       ns=ff-s9e-$v id=s9e-$v-$i f=$WORK/$id.yaml
       job_yaml "$ns" "$v-$i" "$PRESENT" Never 0 >"$f"
       run_job "$id" "$ns" "$v-$i" "$f" 120
-      eval "T9_${v}_$i=\$T_FIN F9_${v}_$i=\$FIN"
+      T9[${v}_$i]=$T_FIN F9[${v}_$i]=$FIN
       text+="run $i, $v: Job $FIN at **${T_FIN} s**<br>"
     done
   done
-  local d1 d2 ev; d1=$(awk -v a="$T9_plain_1" -v b="$T9_watched_1" 'BEGIN { printf "%+.1f", b - a }')
-  d2=$(awk -v a="$T9_plain_2" -v b="$T9_watched_2" 'BEGIN { printf "%+.1f", b - a }')
+  local d1 d2 ev; d1=$(awk -v a="${T9[plain_1]}" -v b="${T9[watched_1]}" 'BEGIN { printf "%+.1f", b - a }')
+  d2=$(awk -v a="${T9[plain_2]}" -v b="${T9[watched_2]}" 'BEGIN { printf "%+.1f", b - a }')
   ev=$(watch_events $ns_w)
   row "9e" "\`pullcheck watch\` running; present tag (cached); 4 plain Jobs in turn: outside the watch's namespaces, inside, outside, inside" \
-    "$F9_plain_1 / $F9_watched_1 / $F9_plain_2 / $F9_watched_2; watch Events: ${ev:-none}" \
-    "outside ${T9_plain_1} / ${T9_plain_2} s; watched ${T9_watched_1} / ${T9_watched_2} s; **difference ${d1} / ${d2} s**" \
+    "${F9[plain_1]} / ${F9[watched_1]} / ${F9[plain_2]} / ${F9[watched_2]}; watch Events: ${ev:-none}" \
+    "outside ${T9[plain_1]} / ${T9[plain_2]} s; watched ${T9[watched_1]} / ${T9[watched_2]} s; **difference ${d1} / ${d2} s**" \
     "$(printf '%s' "$text" | md_escape)" "—" "$(alloc_str "$WORK/s9e-watched-1.tsv")" "$(last_alloc "$WORK/s9e-watched-2.tsv")"
-  summary 9e "**Present image under the watch** (9e): Jobs complete in ${T9_plain_1} / ${T9_plain_2} s outside and ${T9_watched_1} / ${T9_watched_2} s inside the watch's namespaces (${d1} / ${d2} s: the sampling noise; the watch writes nothing for a pod that pulls)."
-  result 9e "fin=$F9_plain_1,$F9_watched_1,$F9_plain_2,$F9_watched_2" "t=$T9_plain_1,$T9_watched_1,$T9_plain_2,$T9_watched_2" "events=${ev:-}"
+  summary 9e "**Present image under the watch** (9e): Jobs complete in ${T9[plain_1]} / ${T9[plain_2]} s outside and ${T9[watched_1]} / ${T9[watched_2]} s inside the watch's namespaces (${d1} / ${d2} s: the sampling noise; the watch writes nothing for a pod that pulls)."
+  result 9e "fin=${F9[plain_1]},${F9[watched_1]},${F9[plain_2]},${F9[watched_2]}" "t=${T9[plain_1]},${T9[watched_1]},${T9[plain_2]},${T9[watched_2]}" "events=${ev:-}"
 }
 
 s9f() {
@@ -985,7 +995,7 @@ s10a() {
 }
 s10_missing() { # $1 = b (Never) | c (OnFailure: retried for minutes, so run in the background)
   local v=$1 ns=ff-s10$1 f=$WORK/s10$1.yaml policy cpu=1 mem=2Gi max=180
-  [ "$v" = b ] && policy=Never || { policy=OnFailure cpu=200m mem=256Mi max=$ONFAILURE_WINDOW; local WATCH_EVERY=1; }
+  if [ "$v" = b ]; then policy=Never; else policy=OnFailure cpu=200m mem=256Mi max=$ONFAILURE_WINDOW; local WATCH_EVERY=1; fi
   log "scenario 10$v: --transient restart; missing tag, restartPolicy $policy"
   new_ns "$ns"
   job_yaml "$ns" missing "$MISSING" "$policy" 6 "$cpu" "$mem" "  activeDeadlineSeconds: 1200" | INJECT_RESTART "s10$v" >"$f"
@@ -1104,7 +1114,9 @@ s10d() {
   stored_rules=$("${K[@]}" -n $ns get pytorchjob restart -o jsonpath='{.spec.pytorchReplicaSpecs.Master.template.spec.initContainers[0].restartPolicyRules}')
   cond=$(ptj_cond $ns restart); msg=$(term_msg $ns restart "$WORK/s10d.tsv")
   pods=$(n_pods_seen "$WORK/s10d.tsv"); r=$(init_restarts "$WORK/s10d.tsv"); held=$(held_s "$WORK/s10d.tsv")
-  local t_podfail; t_podfail=$(first_t "$WORK/s10d.tsv" '$3 > 0')
+  local t_podfail
+  # shellcheck disable=SC2016 # an awk condition: $3 is awk's field
+  t_podfail=$(first_t "$WORK/s10d.tsv" '$3 > 0')
   local how="created with kubectl's default (Strict) field validation"
   [ "$strict_rc" = 0 ] || how="**rejected** by kubectl create (Strict field validation): \`$(printf '%s' "$strict" | md_escape)\`; then created with \`kubectl create --validate=false\` (unknown fields pruned)"
   row "10d" "Kubeflow PyTorchJob (Master ×1) after \`inject --fail-fast --transient restart\`; **replica restartPolicy OnFailure**, runPolicy.backoffLimit 6 (set); 200m / 256Mi; tag does not exist; sampled every 1 s; $how" \
@@ -1163,6 +1175,7 @@ s11() {
   webhook_gets=$(hub_gets "$mark" pullcheck/)
   mark=$(wc -l <"$HUBLOG")
   watch $ns handed-over "$t0" 120 "$WORK/s11a.tsv"
+  # shellcheck disable=SC2016 # an awk condition: $2 is awk's field
   T_FIN=$(first_t "$WORK/s11a.tsv" '$2 != "-"'); FIN=$(tail -1 "$WORK/s11a.tsv" | cut -f2)
   node_gets=$(hub_gets "$mark" pullcheck/)
   ann=$("${K[@]}" -n $ns get job handed-over -o jsonpath="{.spec.template.metadata.annotations['pullcheck\.io/index-bodies']}" | jq -c 'keys')
@@ -1185,6 +1198,7 @@ s11() {
   mark=$(wc -l <"$HUBLOG")
   t0=$(now); "${K[@]}" create -f "$f2" >/dev/null
   watch $ns2 inject-only "$t0" 40 "$WORK/s11b.tsv"
+  # shellcheck disable=SC2016 # an awk condition: $2 is awk's field
   T_FIN=$(first_t "$WORK/s11b.tsv" '$2 != "-"'); FIN=$(tail -1 "$WORK/s11b.tsv" | cut -f2)
   node_gets=$(hub_gets "$mark" pullcheck/)
   local kubelet_msg state; kubelet_msg=$(kubelet_failed_msg $ns2 inject-only)

@@ -9,7 +9,7 @@
 # Every part runs even when an earlier one fails; the exit status is 1 if any failed. The
 # figures of each part are gathered in target/tmp/harden-report.md.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 fuzz_arg=${1:-60}
 case "$fuzz_arg" in

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared shell helpers for scripts/: a throwaway Debian docker-registry on loopback and a
 # tiny OCI image pushed with skopeo. Source it; functions print what callers need.
 
@@ -33,6 +34,7 @@ start_registry() {
     fi
   } > "$d/config.yml"
   docker-registry serve "$d/config.yml" >"$d/registry.log" 2>&1 &
+  # shellcheck disable=SC2034 # read by the scripts that source this file
   REG_PID=$!
   for _ in $(seq 100); do
     curl -fsS ${tls:+--cacert "$tls/ca.crt"} "$scheme://127.0.0.1:$port/v2/" >/dev/null 2>&1 && return 0

@@ -38,7 +38,7 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 # The platforms of the image, in index order (see the header).
 platforms=(amd64 arm64)
-tls=() dest= chart=1
+tls=() dest='' chart=1
 while [ $# -gt 0 ]; do
   case $1 in
     --dest-tls-verify=false) tls=(--dest-tls-verify=false); shift ;;
@@ -72,7 +72,7 @@ scripts/deps.sh static cross image
 helm=
 if [ "$chart" = 1 ]; then
   helm=${HELM:-$(command -v helm || true)}
-  [ -n "$helm" ] && [ -x "$helm" ] || {
+  { [ -n "$helm" ] && [ -x "$helm" ]; } || {
     echo "publish-image: needs helm 3.8+ to push the chart (set HELM=/path/to/helm), or pass --no-chart" >&2; exit 2; }
 fi
 echo "publish-image: building the static binaries for ${platforms[*]} (the first build takes several minutes)" >&2

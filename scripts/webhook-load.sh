@@ -180,14 +180,14 @@ done < <(grep '^sent ' "$out")
 say "mixed_sent $sent_total"
 in_flight=$((sent_total - answered))
 say "mixed_unanswered_at_stop $in_flight (requests on other connections when the quota was reached)"
-[ "$in_flight" -ge 0 ] && [ "$in_flight" -le "$conns" ] || fail "sent $sent_total vs answered $answered"
+{ [ "$in_flight" -ge 0 ] && [ "$in_flight" -le "$conns" ]; } || fail "sent $sent_total vs answered $answered"
 got_bad=$(tally "$out" "got http 400")
 say "mixed_class bad (8 malformed shapes) sent $sent_bad answered-400 $got_bad"
-[ $((sent_bad - got_bad)) -ge 0 ] && [ $((sent_bad - got_bad)) -le "$conns" ] || fail "malformed: sent $sent_bad, 400s $got_bad"
+{ [ $((sent_bad - got_bad)) -ge 0 ] && [ $((sent_bad - got_bad)) -le "$conns" ]; } || fail "malformed: sent $sent_bad, 400s $got_bad"
 for class in ok mut miss unk huge big; do
   s=$(tally "$out" "sent $class"); g=$(tally "$out" "got ${expect[$class]}")
   say "mixed_class $class sent $s answered-as-expected $g (${expect[$class]})"
-  [ $((s - g)) -ge 0 ] && [ $((s - g)) -le "$conns" ] || fail "class $class: sent $s, expected answers $g"
+  { [ $((s - g)) -ge 0 ] && [ $((s - g)) -le "$conns" ]; } || fail "class $class: sent $s, expected answers $g"
 done
 unexpected=$(grep '^got ' "$out" | grep -vE '^got (ok allowed|mut allowed|miss denied|unk allowed|huge allowed|http 400|http 413) ' || true)
 [ -z "$unexpected" ] || fail "unexpected answers: $unexpected"

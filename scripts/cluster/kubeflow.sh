@@ -32,8 +32,7 @@ cmd_start() {
   local bin; bin=$("$HERE/node-tools.sh" training-operator)
   mkdir -p "$KF"
   kubectl apply --server-side -f "$CRD" >/dev/null
-  local i
-  for i in $(seq 1 60); do
+  for _ in $(seq 1 60); do
     [ "$(kubectl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ] && break
     sleep 0.5
   done
@@ -67,7 +66,7 @@ EOF
   setsid python3 "$HERE/tcp-forward.py" "$HOST_IP" "$fport" 127.0.0.1 "$api_port" \
     </dev/null >"$STATE/logs/kubeflow-forward.log" 2>&1 &
   echo $! >"$KF/forward.pid"
-  for i in $(seq 1 100); do (exec 3<>"/dev/tcp/$HOST_IP/$fport") 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/$HOST_IP/$fport") 2>/dev/null && break; sleep 0.1; done
   # the operator's kubeconfig: the forwarder, verifying the apiserver cert as "localhost"
   # shellcheck disable=SC1091
   . "$STATE/cp/env"
@@ -93,7 +92,7 @@ EOF
   setsid ip netns exec "$NETNS" unshare -m --propagation private "$KF/run.sh" \
     </dev/null >"$STATE/logs/training-operator.log" 2>&1 &
   echo $! >"$KF/operator.pid"
-  for i in $(seq 1 90); do
+  for _ in $(seq 1 90); do
     grep -q 'Starting workers.*pytorchjob' "$STATE/logs/training-operator.log" 2>/dev/null && break
     kill -0 "$(cat "$KF/operator.pid")" 2>/dev/null || { tail -20 "$STATE/logs/training-operator.log" >&2; die "training-operator exited"; }
     sleep 1

@@ -167,7 +167,8 @@ ns=handover
 for spec in "plain-present $PLAIN/ml/trainer:v1" "private-present $PRIV/ml/trainer:v1" \
   "private-hostnetwork $PRIV/ml/trainer:v1 true" \
   "plain-missing $PLAIN/ml/trainer:no-such-tag" "private-missing $PRIV/ml/trainer:no-such-tag"; do
-  set -- $spec
+  read -r -a fields <<<"$spec"
+  set -- "${fields[@]}"
   # A missing tag is denied by the validating review: to see the node's verdict, the Job is
   # created with the validating configuration out of the way (only mutated).
   case $1 in *missing) "${K[@]}" delete validatingwebhookconfiguration pullcheck-handover >/dev/null 2>&1 || true ;; esac
