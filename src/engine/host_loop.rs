@@ -146,7 +146,10 @@ mod tests {
         let crio = NodeRuntime::CriO;
         // mirror 404, upstream timed out: transient (containerd 2.x says not found).
         assert_eq!(reported(crio, &[NotFound, Error]), Error);
-        assert_eq!(reported(NodeRuntime::Containerd2, &[NotFound, Error]), NotFound);
+        assert_eq!(
+            reported(NodeRuntime::Containerd2, &[NotFound, Error]),
+            NotFound
+        );
         // mirror timed out, upstream 404: not found.
         assert_eq!(reported(crio, &[Error, NotFound]), NotFound);
         // a mirror's 403 does not outrank the upstream's 404, as it does in containerd 2.x.

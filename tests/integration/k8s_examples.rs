@@ -145,7 +145,10 @@ fn built_in_examples_deserialize_into_k8s_openapi_types() {
         assert_eq!(rules[0].action, "FailJob", "{name}");
         let condition = &rules[0].on_pod_conditions.as_ref().unwrap()[0];
         assert_eq!(
-            (condition.type_.as_str(), condition.status.as_deref().unwrap_or_default()),
+            (
+                condition.type_.as_str(),
+                condition.status.as_deref().unwrap_or_default()
+            ),
             ("pullcheck.io/ImagePullFailed", "True")
         );
         assert_eq!(rules[1].action, "FailJob", "{name}");

@@ -34,6 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "verdict",
         ],
     ),
+    ("kueue", &["k8s", "platform", "verdict"]),
     ("report", &["engine", "verdict"]),
     (
         "watch",

@@ -1,0 +1,163 @@
+//! The Workload fixture (`tests/data/kueue/workload-quota-reserved.json`) is written to the
+//! shapes of Kueue v0.19.2's `apis/kueue/v1beta2/workload_types.go`; capturing one from a
+//! real Kueue replaces it when the issue 23 harness runs.
+
+use super::*;
+
+fn workload() -> Value {
+    serde_json::from_str(include_str!(
+        "../../tests/data/kueue/workload-quota-reserved.json"
+    ))
+    .unwrap()
+}
+
+fn v(image: &str, verdict: Verdict) -> (String, Verdict) {
+    (image.to_string(), verdict)
+}
+
+#[test]
+fn only_our_pending_checks_are_answered_and_only_with_quota() {
+    let w = workload();
+    let ours = vec!["image-check".to_string(), "provisioning".to_string()];
+    assert_eq!(checks_to_answer(&w, &ours), vec!["image-check".to_string()]);
+    let mut no_quota = w.clone();
+    no_quota["status"]["conditions"][0]["status"] = json!("False");
+    assert_eq!(checks_to_answer(&no_quota, &ours), Vec::<String>::new());
+    assert_eq!(retry_count(&w, "image-check-retried"), 3);
+    assert_eq!(retry_count(&w, "image-check"), 0);
+}
+
+#[test]
+fn every_pulled_image_of_every_pod_set_init_and_volumes_included() {
+    let got: Vec<(String, String)> = images(&workload())
+        .into_iter()
+        .map(|u| (u.image, u.pointer))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "ghcr.io/pullcheck/pullcheck:0.9".to_string(),
+                "/spec/podSets/0/template/spec/initContainers/0/image".to_string()
+            ),
+            (
+                "registry.example/ml/trainer:v3".to_string(),
+                "/spec/podSets/0/template/spec/containers/0/image".to_string()
+            ),
+            (
+                "registry.example/models/llm:7b".to_string(),
+                "/spec/podSets/0/template/spec/volumes/0/image/reference".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn the_assigned_flavor_pins_the_platform() {
+    assert_eq!(assigned_flavors(&workload()), vec!["arm-nodes".to_string()]);
+    let flavor = json!({"spec": {"nodeLabels": {"kubernetes.io/arch": "arm64", "cloud.example/pool": "gpu"}}});
+    assert_eq!(
+        flavor_platform(&flavor).map(|p| p.to_string()).as_deref(),
+        Some("linux/arm64")
+    );
+    assert_eq!(
+        flavor_platform(&json!({"spec": {"nodeLabels": {"pool": "x"}}})),
+        None
+    );
+    assert_eq!(flavor_platform(&json!({"spec": {}})), None);
+}
+
+#[test]
+fn verdicts_map_to_check_states() {
+    use CheckState::*;
+    let d = |vs: &[(String, Verdict)], retry| decide(vs, retry, UnprovenPolicy::AssumeReady);
+    let ok = d(
+        &[v("a:1", Verdict::Pullable), v("b:1", Verdict::Pullable)],
+        0,
+    );
+    assert_eq!(
+        (ok.state, ok.message.as_str()),
+        (Ready, "2 images pullable (pullcheck)")
+    );
+    let missing = d(
+        &[v("a:1", Verdict::Transient), v("b:1", Verdict::NotFound)],
+        0,
+    );
+    assert_eq!(
+        (
+            missing.state,
+            missing.message.as_str(),
+            missing.requeue_after
+        ),
+        (Rejected, "b:1: not_found (pullcheck)", None)
+    );
+    let platform = d(&[v("c:1", Verdict::PlatformMissing)], 0);
+    assert_eq!(platform.state, Rejected);
+    let down = d(&[v("a:1", Verdict::Transient)], 0);
+    assert_eq!(
+        (down.state, down.requeue_after),
+        (Retry, Some(Duration::from_secs(30)))
+    );
+    assert_eq!(
+        down.message,
+        "a:1: transient (registry unreachable or overloaded); asking again in 30s (pullcheck)"
+    );
+    assert_eq!(
+        d(&[v("a:1", Verdict::Transient)], 2).requeue_after,
+        Some(Duration::from_secs(120))
+    );
+    assert_eq!(
+        d(&[v("a:1", Verdict::Transient)], 40).requeue_after,
+        Some(MAX_REQUEUE)
+    );
+    // Never Rejected on a guess: the nodes may hold credentials pullcheck lacks.
+    let denied = d(&[v("p:1", Verdict::Denied)], 0);
+    assert_eq!(denied.state, Ready);
+    assert_eq!(
+        denied.message,
+        "p:1: denied with the credentials pullcheck sees; not verified, admitted (the nodes may hold others) (pullcheck)"
+    );
+    let strict = decide(
+        &[v("p:1", Verdict::Unauthenticated)],
+        0,
+        UnprovenPolicy::Reject,
+    );
+    assert_eq!(
+        (strict.state, strict.message.as_str()),
+        (Rejected, "p:1: unauthenticated (pullcheck)")
+    );
+    assert_eq!(d(&[], 0).state, Ready);
+}
+
+#[test]
+fn the_apply_body_holds_only_our_entry_and_the_version_read() {
+    let answer = Answer {
+        state: CheckState::Retry,
+        message: "a:1: transient".into(),
+        requeue_after: Some(Duration::from_secs(60)),
+    };
+    assert_eq!(
+        admission_check_apply(&workload(), "image-check", &answer, "2026-12-02T01:00:05Z"),
+        json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "job-train-7f3a2", "namespace": "team-a", "resourceVersion": "4711"},
+            "status": {"admissionChecks": [{
+                "name": "image-check",
+                "state": "Retry",
+                "message": "a:1: transient",
+                "lastTransitionTime": "2026-12-02T01:00:05Z",
+                "requeueAfterSeconds": 60,
+            }]},
+        })
+    );
+    for s in [
+        CheckState::Pending,
+        CheckState::Ready,
+        CheckState::Retry,
+        CheckState::Rejected,
+    ] {
+        assert_eq!(CheckState::parse(s.as_str()), Some(s));
+    }
+    assert_eq!(CheckState::parse("Unknown"), None);
+}
