@@ -266,11 +266,29 @@ mod tests {
         );
         assert_eq!(
             holds(
-                serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                serde_json::json!({"apiVersion": "example.com/v1", "kind": "Trainer",
                 "spec": {"trainer": {"image": "x"}}})
             ),
             Some("has an image field")
         );
+        // A TrainJob's pods come from its runtime: never a clean 0, image field or not.
+        for spec in [
+            serde_json::json!({"runtimeRef": {"name": "torch"}, "trainer": {"image": "x"}}),
+            serde_json::json!({"runtimeRef": {"name": "torch"}}),
+        ] {
+            let tj = serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob", "spec": spec});
+            assert_eq!(
+                holds(tj.clone()),
+                Some("gets its pods from a training runtime")
+            );
+            assert_eq!(
+                templates::unknown_workload(&tj, &table).as_deref(),
+                Some(
+                    "unknown kind trainer.kubeflow.org/v1alpha1 TrainJob gets its pods from a training runtime (torch), which pullcheck doesn't read yet"
+                )
+            );
+        }
         // Opaque data, annotations, non-string image values and known kinds are not it.
         for v in [
             serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"image": "x"}}),

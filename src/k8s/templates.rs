@@ -434,6 +434,13 @@ pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static 
     if table.lookup(obj).is_some() {
         return None;
     }
+    // A Kubeflow Trainer v2 TrainJob's pods come from the JobSet template of the runtime it
+    // names (`spec.runtimeRef`; kubeflow/trainer v2.3.0 `pkg/apis/trainer/v1alpha1/
+    // trainjob_types.go`), which is not in the TrainJob: even one without an image field of
+    // its own must not read as a clean "0 images".
+    if is_train_job(obj) {
+        return Some(FROM_A_RUNTIME);
+    }
     Some(match holds_images(obj)? {
         Holds::Containers => "holds containers",
         Holds::ImageField => "has an image field",
@@ -462,6 +469,18 @@ pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String
         .find(|at| !inside(at))
 }
 
+/// What [`unknown_kind_holds`] says of a TrainJob.
+pub(crate) const FROM_A_RUNTIME: &str = "gets its pods from a training runtime";
+
+/// True for a Kubeflow Trainer v2 `TrainJob` (`trainer.kubeflow.org`, any version).
+fn is_train_job(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("TrainJob")
+        && obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|a| a.starts_with("trainer.kubeflow.org/"))
+}
+
 /// `unknown kind API KIND`, the start of every message about such an object.
 pub(crate) fn unknown_kind(obj: &Value) -> String {
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("?");
@@ -480,6 +499,16 @@ pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
         ));
     }
     let holds = unknown_kind_holds(obj, table)?;
+    if holds == FROM_A_RUNTIME {
+        let runtime = obj
+            .pointer("/spec/runtimeRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        return Some(format!(
+            "{} {holds} ({runtime}), which pullcheck doesn't read yet",
+            unknown_kind(obj)
+        ));
+    }
     let how = if holds == "holds containers" {
         "pullcheck doesn't know where to find"
     } else {

@@ -313,7 +313,7 @@ fn binary_unknown_kinds_with_images_fail_strict_lint() {
     assert_eq!(
         out,
         "-: document 1: RayJob ml/r: /kind: unknown-kind-with-images: unknown kind ray.io/v1 RayJob holds containers: its images are not checked; add it with --kinds\n\
--: document 2: TrainJob t: /kind: unknown-kind-with-images: unknown kind trainer.kubeflow.org/v1alpha1 TrainJob has an image field: its images are not checked; add it with --kinds\n"
+-: document 2: TrainJob t: /kind: unknown-kind-with-images: unknown kind trainer.kubeflow.org/v1alpha1 TrainJob gets its pods from a training runtime: its images are not checked\n"
     );
     let (code, out, err) = binary(
         &["lint", "--strict", "--ignore-unknown-kinds", "-f", "-"],

@@ -455,3 +455,27 @@ fn a_typed_list_from_the_api_is_read_item_by_item() {
         (Some("Job"), Some("ml"), Some("j"))
     );
 }
+
+/// A Trainer v2 TrainJob without an image of its own (its pods come from the runtime it
+/// names) read "0 images: 0 pullable, 0 not (exit 0)" (issue 22's measurement): a green
+/// result for images nobody looked at. It is refused like any kind pullcheck can't read.
+#[test]
+fn a_trainjob_alone_is_never_a_clean_zero() {
+    let dir = temp_dir();
+    let tj = dir.path().join("trainjob.yaml");
+    std::fs::write(
+        &tj,
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: t}\nspec:\n  runtimeRef: {name: torch-distributed}\n",
+    )
+    .unwrap();
+    let tj = tj.to_str().unwrap();
+    let r = run(&["scan", "-f", tj], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: {tj}: document 1: unknown kind trainer.kubeflow.org/v1alpha1 TrainJob gets its pods from a training runtime (torch-distributed), which pullcheck doesn't read yet: its images can't be checked; give its pod template paths with --kinds, or scan the rest with --ignore-unknown-kinds\n"
+        )
+    );
+    assert_eq!(r.stdout, "");
+}
