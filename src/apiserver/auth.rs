@@ -89,14 +89,6 @@ impl Credentials {
         }
     }
 
-    /// The exec plugin, if the token comes from one (for messages that name the fix).
-    pub(crate) fn exec_plugin(&self) -> Option<&super::exec::ExecPlugin> {
-        match self {
-            Credentials::Exec(p) => Some(p),
-            _ => None,
-        }
-    }
-
     /// The token file, if the token comes from one (for messages that name the fix).
     pub(crate) fn token_file(&self) -> Option<&std::path::Path> {
         match self {

@@ -225,6 +225,11 @@ impl ExecPlugin {
         self.command.display().to_string()
     }
 
+    /// The kubeconfig file and user it comes from (`kubeconfig FILE, user NAME`).
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
+    }
+
     /// `KUBERNETES_EXEC_INFO`: what the plugin is told about this run.
     pub(crate) fn exec_info(&self, interactive: bool) -> String {
         let mut spec = serde_json::json!({ "interactive": interactive });

@@ -46,9 +46,7 @@ fn files_merge_first_wins_and_paths_resolve_against_their_own_file() {
     let a = write(
         dir.path(),
         "a/config",
-        &format!(
-            "clusters:\n- name: c\n  cluster:\n    server: https://first:6443\n    certificate-authority: ca.pem\ncontexts:\n- name: ctx\n  context: {{cluster: c, user: u, namespace: ns-a}}\n"
-        ),
+        "clusters:\n- name: c\n  cluster:\n    server: https://first:6443\n    certificate-authority: ca.pem\ncontexts:\n- name: ctx\n  context: {cluster: c, user: u, namespace: ns-a}\n",
     );
     write(dir.path(), "a/ca.pem", "PEM-A");
     // The second: the same cluster (ignored), the user, current-context.
