@@ -10,6 +10,8 @@
 pub(crate) mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod kubeconfig;
 
 use std::path::{Path, PathBuf};
 
