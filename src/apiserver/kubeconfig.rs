@@ -67,14 +67,7 @@ impl Environment {
 pub(crate) struct Loaded {
     /// The server, its CA and the user's credentials; its source is [`Source::Kubeconfig`].
     pub api: ApiServer,
-    /// The context's `namespace`, if it sets one.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the watch's -n default stays every namespace (docs/watch.md); kept for the faces that act in one namespace, as kubectl does"
-        )
-    )]
+    /// The context's `namespace`, if it sets one: the default for `-n`, as in kubectl.
     pub namespace: Option<String>,
 }
 
@@ -416,7 +409,9 @@ pub(crate) fn select(
     }))
 }
 
-/// A relative path against the directory of the file that defined it.
+/// A relative path against the directory of the file that defined it, with `.` parts
+/// dropped as Go's `filepath.Join` drops them (`./bin/plugin` → `DIR/bin/plugin`: the
+/// path messages show). `..` parts stay: dropping them lexically is wrong past a symlink.
 fn resolve(file: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
     if p.is_absolute() {
@@ -425,6 +420,9 @@ fn resolve(file: &Path, path: &str) -> PathBuf {
     let dir = file.parent().unwrap_or(Path::new("."));
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     dir.join(p)
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect()
 }
 
 fn entry_error(file: &Path, entry: String, problem: impl Into<String>) -> KubeconfigError {

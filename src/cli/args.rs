@@ -345,7 +345,7 @@ pub(crate) struct ApiServerArgs {
         value_name = "NAME",
         conflicts_with = "apiserver",
         help_heading = "Kubernetes API",
-        long_help = "The kubeconfig context to use instead of current-context. Its namespace is not a default for -n: the watch looks at every namespace unless -n is given."
+        long_help = "The kubeconfig context to use instead of current-context. Its namespace is the default for -n, as in kubectl (-A: every namespace)."
     )]
     pub context: Option<String>,
 }
@@ -359,17 +359,40 @@ impl ApiServerArgs {
         &self,
     ) -> Result<Option<crate::apiserver::ApiServer>, crate::apiserver::kubeconfig::KubeconfigError>
     {
+        Ok(self.target()?.map(|t| t.api))
+    }
+
+    /// [`ApiServerArgs::apiserver`], with the kubeconfig context's namespace (`None` for
+    /// `--apiserver` and in-cluster).
+    pub(crate) fn target(
+        &self,
+    ) -> Result<
+        Option<crate::apiserver::kubeconfig::Loaded>,
+        crate::apiserver::kubeconfig::KubeconfigError,
+    > {
         if let Some(url) = &self.apiserver {
-            return Ok(Some(crate::apiserver::ApiServer::from_flags(
-                url.clone(),
-                self.apiserver_token_file.clone(),
-                self.apiserver_ca_file.clone(),
-            )));
+            return Ok(Some(crate::apiserver::kubeconfig::Loaded {
+                api: crate::apiserver::ApiServer::from_flags(
+                    url.clone(),
+                    self.apiserver_token_file.clone(),
+                    self.apiserver_ca_file.clone(),
+                ),
+                namespace: None,
+            }));
         }
         let env = crate::apiserver::kubeconfig::Environment::from_process(self.kubeconfig.clone());
         match crate::apiserver::kubeconfig::select(&env, self.context.as_deref())? {
-            Some(loaded) => Ok(Some(loaded.api)),
-            None => Ok(crate::apiserver::in_cluster()),
+            Some(loaded) => Ok(Some(loaded)),
+            None => {
+                Ok(
+                    crate::apiserver::in_cluster().map(|api| {
+                        crate::apiserver::kubeconfig::Loaded {
+                            api,
+                            namespace: None,
+                        }
+                    }),
+                )
+            }
         }
     }
 }

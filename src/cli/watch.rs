@@ -17,17 +17,26 @@ pub(crate) struct WatchArgs {
     #[command(flatten)]
     pub api: ApiServerArgs,
 
-    /// Watch only this namespace (default: all namespaces).
+    /// Watch only this namespace (default: the kubeconfig context's, else all).
     #[arg(
         long,
         short = 'n',
         value_name = "NAMESPACE",
         help_heading = "Scope",
         long_help = "Watch the pods of this namespace only (a Role is then enough). Default: \
-every namespace (a ClusterRole), also with a kubeconfig whose context sets a namespace: the \
-watch is a cluster-wide report unless narrowed here."
+the namespace of the kubeconfig context, as in kubectl; without one (in-cluster, --apiserver, a \
+context without a namespace) every namespace (a ClusterRole)."
     )]
     pub namespace: Option<String>,
+
+    /// Every namespace, also when the kubeconfig context names one.
+    #[arg(
+        long = "all-namespaces",
+        short = 'A',
+        conflicts_with = "namespace",
+        help_heading = "Scope"
+    )]
+    pub all_namespaces: bool,
 
     /// Act only in namespaces with this label (KEY=VALUE).
     #[arg(
@@ -206,6 +215,17 @@ fn is_label_key(k: &str) -> bool {
         && prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns_label))
 }
 
+/// The namespace watched (`None`: every one): `-n`, else none with `-A`, else the
+/// kubeconfig context's, as kubectl chooses (`k8s.io/cli-runtime/pkg/genericclioptions`,
+/// `ToRawKubeConfigLoader().Namespace()`).
+fn scope(flag: Option<String>, all: bool, context: Option<String>) -> Option<String> {
+    match (flag, all) {
+        (Some(ns), _) => Some(ns),
+        (None, true) => None,
+        (None, false) => context,
+    }
+}
+
 /// What a 401 tells the user to fix, by where the token came from.
 fn refused_hint(api: &crate::apiserver::ApiServer) -> String {
     use crate::apiserver::{Credentials, Source};
@@ -251,8 +271,12 @@ fn api_hint(e: &crate::watch::api::ApiError, refused: &str) -> String {
 /// Run the watch until SIGTERM, or once.
 pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     let settings = a.settings()?;
-    let api = a.api.apiserver().map_err(|e| UsageError(e.to_string()))?;
-    let Some(api) = api else {
+    let target = a.api.target().map_err(|e| UsageError(e.to_string()))?;
+    let Some(crate::apiserver::kubeconfig::Loaded {
+        api,
+        namespace: context_namespace,
+    }) = target
+    else {
         return Err(UsageError(
             "no Kubernetes API: pass --kubeconfig FILE or --apiserver URL, set KUBECONFIG, or run in a cluster (KUBERNETES_SERVICE_HOST and a ServiceAccount token)"
                 .into(),
@@ -281,7 +305,8 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     }
     let refused = refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
-    let api = crate::watch::api::WatchApi::new(client, a.namespace.clone());
+    let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
+    let api = crate::watch::api::WatchApi::new(client, namespace);
     if a.once {
         let report = match crate::watch::once(&api, &settings).await {
             Ok(r) => r,
@@ -343,5 +368,19 @@ mod tests {
         }
         assert!(is_label_value("") && is_label_value("true") && !is_label_value("v\u{1}"));
         assert!(!is_label_value("b=c"));
+    }
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::scope;
+
+    #[test]
+    fn the_namespace_is_the_flag_then_all_with_a_then_the_contexts() {
+        let ctx = || Some("team-a".to_string());
+        assert_eq!(scope(Some("b".into()), false, ctx()), Some("b".to_string()));
+        assert_eq!(scope(None, true, ctx()), None);
+        assert_eq!(scope(None, false, ctx()), Some("team-a".to_string()));
+        assert_eq!(scope(None, false, None), None);
     }
 }

@@ -63,6 +63,12 @@ pub(crate) async fn once(
             out.extend(assess(f, settings, now, now));
         }
     }
+    // By namespace, then pod: the API server lists in its storage key order, in which
+    // `team-a-x/` comes before `team-a/`.
+    out.sort_by(|a, b| {
+        (&a.finding.pod.namespace, &a.finding.pod.name)
+            .cmp(&(&b.finding.pod.namespace, &b.finding.pod.name))
+    });
     Ok(out)
 }
 

@@ -25,6 +25,7 @@
 //! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
 mod handover;
+mod kubeconfig;
 mod providers;
 mod restart_rules;
 mod watch;

@@ -357,7 +357,7 @@ fn a_client_certificate_and_an_exec_plugin_are_read_with_relative_paths() {
     };
     assert_eq!(
         p.command(),
-        dir.path().join("kc/./bin/plugin").display().to_string()
+        dir.path().join("kc/bin/plugin").display().to_string()
     );
     assert_eq!(
         p.exec_info(false),
@@ -452,7 +452,7 @@ async fn a_failing_plugin_gives_its_last_stderr_line_and_a_missing_one_its_insta
         e.to_string(),
         format!(
             "exec plugin {}: failed (exit status: 3): error: not logged in; run aws sso login",
-            dir.path().join("./fail.sh").display()
+            dir.path().join("fail.sh").display()
         )
     );
     assert!(!e.is_retryable());

@@ -222,20 +222,20 @@ fn recorded(scenario: &str) -> (String, Vec<(String, String)>) {
     (rec["image"].as_str().unwrap().to_string(), waiting)
 }
 
-fn missing_tag() -> (String, String, String) {
+pub(super) fn missing_tag() -> (String, String, String) {
     let (image, w) = recorded("missing-tag");
     (image, w[0].0.clone(), w[0].1.clone())
 }
 
 /// The condition's (and the Events') text for the recorded missing tag.
-fn not_found_text(image: &str) -> String {
+pub(super) fn not_found_text(image: &str) -> String {
     format!(
         "container main: image {image}: not_found (ErrImagePull: failed to resolve …: not found)"
     )
 }
 
 /// A namespace labeled `label=true` with a `default` ServiceAccount.
-fn watched_namespace(ns: &str, label: &str) {
+pub(super) fn watched_namespace(ns: &str, label: &str) {
     ensure_namespace(ns, &[(label, "true")]);
     super::service_account(ns, "default", &[]);
 }
@@ -250,7 +250,13 @@ fn owning_job(ns: &str, name: &str, image: &str) -> Value {
 }
 
 /// Create a pod bound to the fake node, owned by `owner` (a controller reference) or bare.
-fn create_pod(ns: &str, name: &str, image: &str, owner: Option<&Value>, annotations: Value) {
+pub(super) fn create_pod(
+    ns: &str,
+    name: &str,
+    image: &str,
+    owner: Option<&Value>,
+    annotations: Value,
+) {
     let mut meta = json!({"name": name, "annotations": annotations});
     if let Some(o) = owner {
         meta["ownerReferences"] = json!([o]);
@@ -263,7 +269,7 @@ fn create_pod(ns: &str, name: &str, image: &str, owner: Option<&Value>, annotati
 
 /// What the kubelet would write while the pull fails (simulated: a `pods/status` patch, with
 /// its own conditions as the kubelet's status patch carries them).
-fn kubelet_status(ns: &str, pod: &str, image: &str, reason: &str, message: &str) {
+pub(super) fn kubelet_status(ns: &str, pod: &str, image: &str, reason: &str, message: &str) {
     let patch = json!({"status": {
         "phase": "Pending",
         "conditions": [
