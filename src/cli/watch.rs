@@ -34,7 +34,9 @@ context without a namespace) every namespace (a ClusterRole)."
         long = "all-namespaces",
         short = 'A',
         conflicts_with = "namespace",
-        help_heading = "Scope"
+        help_heading = "Scope",
+        long_help = "Watch every namespace, also when the kubeconfig context names one (a \
+ClusterRole that lists pods everywhere is then needed)."
     )]
     pub all_namespaces: bool,
 
