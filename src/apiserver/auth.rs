@@ -22,6 +22,9 @@ pub enum Credentials {
     /// A file holding the token, re-read on every request: projected ServiceAccount tokens
     /// rotate (`--apiserver-token-file`, a kubeconfig's `tokenFile`, in-cluster).
     TokenFile(PathBuf),
+    /// A kubeconfig user's exec credential plugin: run for a token, which is cached until
+    /// its expiry or a 401 ([`super::exec`]).
+    Exec(Arc<super::exec::ExecPlugin>),
 }
 
 /// Why no bearer token could be had for a request.
@@ -35,6 +38,9 @@ pub enum CredentialError {
         /// The I/O failure, or "not a regular file".
         source: Arc<crate::files::FileError>,
     },
+    /// The exec plugin gave no token.
+    #[error(transparent)]
+    Exec(#[from] super::exec::ExecError),
 }
 
 impl CredentialError {
@@ -43,6 +49,9 @@ impl CredentialError {
     pub(crate) fn is_retryable(&self) -> bool {
         match self {
             CredentialError::TokenFile { .. } => false,
+            // A plugin that timed out (its identity provider slow) may answer next time;
+            // one that failed or answered nonsense needs the user.
+            CredentialError::Exec(e) => matches!(e, super::exec::ExecError::Timeout { .. }),
         }
     }
 }
@@ -63,6 +72,7 @@ impl Credentials {
                     })?;
                 Ok(Some(Secret::new(String::from_utf8_lossy(&bytes).trim())))
             }
+            Credentials::Exec(p) => Ok(Some(p.token().await?)),
         }
     }
 
@@ -72,6 +82,10 @@ impl Credentials {
     pub(crate) fn refused(&self) -> bool {
         match self {
             Credentials::None | Credentials::Token(_) | Credentials::TokenFile(_) => false,
+            Credentials::Exec(p) => {
+                p.forget();
+                true
+            }
         }
     }
 

@@ -164,9 +164,9 @@ pub(crate) struct ApiClient {
 impl ApiClient {
     /// A client for `api`; errors name the flag or file at fault.
     pub(crate) fn new(api: &ApiServer) -> Result<ApiClient, ClusterError> {
-        crate::pem::install_crypto_provider();
         let base = api.base_url()?;
         let tls = api.tls_config()?;
+        api.check_token_file()?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .redirect(reqwest::redirect::Policy::none())
@@ -227,11 +227,7 @@ impl ApiClient {
                     .header(http::header::CONTENT_TYPE, content_type)
                     .body(bytes.to_vec());
             }
-            let resp = req.send().await.map_err(|e| ApiError::Transport {
-                verb,
-                path: path.clone(),
-                failure: crate::registry::http::classify_transport(&e, CA_HINT),
-            })?;
+            let resp = req.send().await.map_err(|e| transport(verb, &path, &e))?;
             if resp.status().as_u16() == 401 && !second && self.credentials.refused() {
                 second = true;
                 continue;
@@ -458,13 +454,7 @@ async fn read_answer(
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => {
-                return Err(ApiError::Transport {
-                    verb,
-                    path: path.to_string(),
-                    failure: crate::registry::http::classify_transport(&e, CA_HINT),
-                });
-            }
+            Err(e) => return Err(transport(verb, path, &e)),
         }
     }
     Ok(Answer {
@@ -472,6 +462,15 @@ async fn read_answer(
         body,
         retry_after,
     })
+}
+
+/// A request or body read that got no (whole) answer, classified as registry requests are.
+fn transport(verb: Verb, path: &str, e: &reqwest::Error) -> ApiError {
+    ApiError::Transport {
+        verb,
+        path: path.to_string(),
+        failure: crate::registry::http::classify_transport(e, CA_HINT),
+    }
 }
 
 fn too_large(verb: Verb, path: &str, max: usize) -> ApiError {
@@ -485,24 +484,26 @@ fn too_large(verb: Verb, path: &str, max: usize) -> ApiError {
 /// The [`ApiError::Status`] for an answer the call did not expect, with the `Status`
 /// object's `reason` and `message` when the body is one.
 pub(crate) fn status_error(verb: Verb, path: &str, answer: &Answer) -> ApiError {
-    let v = answer.json();
-    let field = |k: &str| {
-        v.as_ref()
-            .and_then(|v| v.get(k))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .chars()
-            .take(MAX_MESSAGE_CHARS)
-            .collect::<String>()
-    };
+    let v = answer.json().unwrap_or(Value::Null);
     ApiError::Status {
         verb,
         path: path.to_string(),
         status: answer.status,
-        reason: field("reason"),
-        message: field("message"),
+        reason: status_text(&v, "reason"),
+        message: status_text(&v, "message"),
         retry_after: answer.retry_after,
     }
+}
+
+/// A text field of a `Status` object, cut to [`MAX_MESSAGE_CHARS`]; empty when absent.
+fn status_text(status: &Value, key: &str) -> String {
+    status
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(MAX_MESSAGE_CHARS)
+        .collect()
 }
 
 /// An open watch: events one at a time.
@@ -531,13 +532,7 @@ impl WatchStream {
             match self.resp.chunk().await {
                 Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
                 Ok(None) => return Ok(None),
-                Err(e) => {
-                    return Err(ApiError::Transport {
-                        verb: Verb::Watch,
-                        path: self.path.clone(),
-                        failure: crate::registry::http::classify_transport(&e, CA_HINT),
-                    });
-                }
+                Err(e) => return Err(transport(Verb::Watch, &self.path, &e)),
             }
         }
     }
@@ -563,29 +558,18 @@ pub(crate) fn parse_event(path: &str, line: &[u8]) -> Result<WatchEvent, ApiErro
                 .unwrap_or_default()
                 .to_string(),
         )),
-        Some("ERROR") => {
-            let text = |k: &str| {
-                object
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .chars()
-                    .take(MAX_MESSAGE_CHARS)
-                    .collect::<String>()
-            };
-            Err(ApiError::Status {
-                verb: Verb::Watch,
-                path: path.to_string(),
-                status: object
-                    .get("code")
-                    .and_then(Value::as_u64)
-                    .and_then(|c| u16::try_from(c).ok())
-                    .unwrap_or(0),
-                reason: text("reason"),
-                message: text("message"),
-                retry_after: None,
-            })
-        }
+        Some("ERROR") => Err(ApiError::Status {
+            verb: Verb::Watch,
+            path: path.to_string(),
+            status: object
+                .get("code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(0),
+            reason: status_text(&object, "reason"),
+            message: status_text(&object, "message"),
+            retry_after: None,
+        }),
         _ => Err(bad()),
     }
 }

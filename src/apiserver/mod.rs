@@ -10,6 +10,8 @@
 pub(crate) mod auth;
 pub(crate) mod client;
 pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod kubeconfig;
 
 use std::path::{Path, PathBuf};
 
@@ -181,8 +183,20 @@ impl ApiServer {
         Ok(base)
     }
 
+    /// A token file that can't be read fails at start, not on the first call.
+    pub(crate) fn check_token_file(&self) -> Result<(), ClusterError> {
+        if let Credentials::TokenFile(f) = &self.credentials {
+            crate::files::read_capped(f, MAX_TOKEN_FILE_BYTES).map_err(|source| {
+                ClusterError::TokenFile {
+                    path: f.clone(),
+                    source,
+                }
+            })?;
+        }
+        Ok(())
+    }
+
     /// The TLS configuration: the CA (or the Mozilla roots) and the client certificate.
-    /// A token file is read once here, so a wrong path fails at start, not on the first call.
     pub(crate) fn tls_config(&self) -> Result<rustls::ClientConfig, ClusterError> {
         crate::pem::install_crypto_provider();
         let mut roots = RootCertStore::empty();
@@ -213,14 +227,6 @@ impl ApiServer {
                     webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned(),
                 );
             }
-        }
-        if let Credentials::TokenFile(f) = &self.credentials {
-            crate::files::read_capped(f, MAX_TOKEN_FILE_BYTES).map_err(|source| {
-                ClusterError::TokenFile {
-                    path: f.clone(),
-                    source,
-                }
-            })?;
         }
         let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
         match &self.identity {

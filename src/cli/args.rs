@@ -328,18 +328,48 @@ pub(crate) struct ApiServerArgs {
         long_help = "PEM CA bundle that signed --apiserver's certificate (default: the Mozilla roots)."
     )]
     pub apiserver_ca_file: Option<PathBuf>,
+
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(
+        long = "kubeconfig",
+        value_name = "FILE",
+        conflicts_with = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "Read the API server, its CA and the credentials from this kubeconfig, as kubectl does (this file only; it must exist). Without --apiserver or --kubeconfig: the files of $KUBECONFIG (merged, first wins; missing ones skipped), else ~/.kube/config if it exists, else in-cluster. A kubeconfig that exists but can't be used is an error, never a silent fall-back. Users: token, tokenFile, client certificate, exec plugins (client.authentication.k8s.io/v1 and v1beta1); auth-provider, basic auth, insecure-skip-tls-verify, tls-server-name and proxy-url are refused with the fix (docs/watch.md)."
+    )]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context (default: its current-context).
+    #[arg(
+        long = "context",
+        value_name = "NAME",
+        conflicts_with = "apiserver",
+        help_heading = "Kubernetes API",
+        long_help = "The kubeconfig context to use instead of current-context. Its namespace is not a default for -n: the watch looks at every namespace unless -n is given."
+    )]
+    pub context: Option<String>,
 }
 
 impl ApiServerArgs {
-    /// `--apiserver`, else in-cluster, else none.
-    pub(crate) fn apiserver(&self) -> Option<crate::apiserver::ApiServer> {
-        match &self.apiserver {
-            Some(url) => Some(crate::apiserver::ApiServer::from_flags(
+    /// The API server: `--apiserver`, else a kubeconfig (`--kubeconfig`, `$KUBECONFIG`,
+    /// `~/.kube/config`; [`crate::apiserver::kubeconfig::select`]), else in-cluster, else
+    /// none. A kubeconfig that exists but can't be used is an error naming the file and the
+    /// entry.
+    pub(crate) fn apiserver(
+        &self,
+    ) -> Result<Option<crate::apiserver::ApiServer>, crate::apiserver::kubeconfig::KubeconfigError>
+    {
+        if let Some(url) = &self.apiserver {
+            return Ok(Some(crate::apiserver::ApiServer::from_flags(
                 url.clone(),
                 self.apiserver_token_file.clone(),
                 self.apiserver_ca_file.clone(),
-            )),
-            None => crate::apiserver::in_cluster(),
+            )));
+        }
+        let env = crate::apiserver::kubeconfig::Environment::from_process(self.kubeconfig.clone());
+        match crate::apiserver::kubeconfig::select(&env, self.context.as_deref())? {
+            Some(loaded) => Ok(Some(loaded.api)),
+            None => Ok(crate::apiserver::in_cluster()),
         }
     }
 }

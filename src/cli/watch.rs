@@ -24,7 +24,8 @@ pub(crate) struct WatchArgs {
         value_name = "NAMESPACE",
         help_heading = "Scope",
         long_help = "Watch the pods of this namespace only (a Role is then enough). Default: \
-every namespace (a ClusterRole)."
+every namespace (a ClusterRole), also with a kubeconfig whose context sets a namespace: the \
+watch is a cluster-wide report unless narrowed here."
     )]
     pub namespace: Option<String>,
 
@@ -205,17 +206,41 @@ fn is_label_key(k: &str) -> bool {
         && prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns_label))
 }
 
-/// One line for an API failure of `--once`, with the fix where the cause is known.
-fn api_hint(e: &crate::watch::api::ApiError, token_file: Option<&std::path::Path>) -> String {
+/// What a 401 tells the user to fix, by where the token came from.
+fn refused_hint(api: &crate::apiserver::ApiServer) -> String {
+    use crate::apiserver::{Credentials, Source};
+    match (&api.credentials, &api.source) {
+        (Credentials::Exec(p), _) => format!(
+            "; the token of exec plugin {} ({}) was refused, also after running it again; check what it prints and the user it logs in as",
+            p.command(),
+            p.origin()
+        ),
+        (Credentials::TokenFile(f), Source::Flags) => format!(
+            "; the token in --apiserver-token-file {} was refused",
+            f.display()
+        ),
+        (Credentials::TokenFile(f), source) => {
+            format!("; the token in {} ({source}) was refused", f.display())
+        }
+        (Credentials::Token(_), source) => format!("; the token of {source} was refused"),
+        (Credentials::None, Source::Flags) => "; pass --apiserver-token-file".into(),
+        (Credentials::None, source) => format!(
+            "; {source} gives no token{}",
+            if api.identity.is_some() {
+                " and its client certificate was refused"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// One line for an API failure of `--once`, with the fix where the cause is known
+/// (`refused`: [`refused_hint`] of the API server used).
+fn api_hint(e: &crate::watch::api::ApiError, refused: &str) -> String {
     let text = e.to_string();
     let hint = match e.status() {
-        Some(401) => match token_file {
-            Some(f) => format!(
-                "; the token in --apiserver-token-file {} was refused",
-                f.display()
-            ),
-            None => "; pass --apiserver-token-file".into(),
-        },
+        Some(401) => refused.to_string(),
         Some(403) => "; the token lacks a permission listed in docs/watch.md (RBAC)".into(),
         // A TLS failure's message already names the flag that holds the CA.
         _ => String::new(),
@@ -226,14 +251,25 @@ fn api_hint(e: &crate::watch::api::ApiError, token_file: Option<&std::path::Path
 /// Run the watch until SIGTERM, or once.
 pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     let settings = a.settings()?;
-    let Some(api) = a.api.apiserver() else {
+    let api = a.api.apiserver().map_err(|e| UsageError(e.to_string()))?;
+    let Some(api) = api else {
         return Err(UsageError(
-            "no Kubernetes API: run in a cluster (KUBERNETES_SERVICE_HOST and a ServiceAccount token) or pass --apiserver URL"
+            "no Kubernetes API: pass --kubeconfig FILE or --apiserver URL, set KUBECONFIG, or run in a cluster (KUBERNETES_SERVICE_HOST and a ServiceAccount token)"
                 .into(),
         )
         .into());
     };
-    if let Some(f) = api.credentials.token_file()
+    // Which source, once, on stderr (stdout is --once's report). --apiserver is the
+    // caller's own choice on the command line; the others are found, so they are named.
+    match &api.source {
+        crate::apiserver::Source::Flags => {}
+        s @ crate::apiserver::Source::Kubeconfig { .. } => {
+            eprintln!("pullcheck: using kubeconfig {s}");
+        }
+        s @ crate::apiserver::Source::InCluster => eprintln!("pullcheck: using {s}"),
+    }
+    if api.source == crate::apiserver::Source::Flags
+        && let Some(f) = api.credentials.token_file()
         && crate::files::read_capped_text(f, crate::apiserver::MAX_TOKEN_FILE_BYTES)
             .is_ok_and(|t| t.trim().is_empty())
     {
@@ -243,17 +279,14 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         ))
         .into());
     }
-    let token_file = api
-        .credentials
-        .token_file()
-        .map(std::path::Path::to_path_buf);
+    let refused = refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
     let api = crate::watch::api::WatchApi::new(client, a.namespace.clone());
     if a.once {
         let report = match crate::watch::once(&api, &settings).await {
             Ok(r) => r,
             Err(e) => {
-                let line = api_hint(&e, token_file.as_deref());
+                let line = api_hint(&e, &refused);
                 eprintln!("pullcheck: {line}");
                 // A refused token or a missing permission is the caller's to fix (usage);
                 // an API server that doesn't answer, or answers "later" (429, 5xx), may

@@ -385,7 +385,10 @@ impl WebhookArgs {
                 }
             }),
             table,
-            apiserver: self.api.apiserver(),
+            apiserver: self
+                .api
+                .apiserver()
+                .map_err(|e| UsageError(e.to_string()))?,
             cache: CacheConfig {
                 positive_ttl: seconds("--cache-positive-ttl", self.cache_positive_ttl, 86_400.0)?,
                 negative_ttl: seconds("--cache-negative-ttl", self.cache_negative_ttl, 86_400.0)?,

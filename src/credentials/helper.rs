@@ -182,7 +182,7 @@ impl HelperRunner {
 
 /// Reads up to `limit` bytes; `None` if there was more. Returning drops the reader, so a
 /// child still writing gets a broken pipe instead of blocking on a full one.
-pub(super) async fn read_capped<R: AsyncRead + Unpin>(
+pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
     reader: Option<R>,
     limit: u64,
 ) -> std::io::Result<Option<Vec<u8>>> {
@@ -191,7 +191,7 @@ pub(super) async fn read_capped<R: AsyncRead + Unpin>(
 }
 
 /// Up to `limit` bytes; the rest is not read (the child gets a broken pipe if it goes on).
-pub(super) async fn read_prefix<R: AsyncRead + Unpin>(
+pub(crate) async fn read_prefix<R: AsyncRead + Unpin>(
     reader: Option<R>,
     limit: u64,
 ) -> std::io::Result<Vec<u8>> {

@@ -149,15 +149,14 @@ fn lint_one(obj: &Value, table: &Table) -> Vec<Finding> {
         if let Some(holds) = super::templates::unknown_kind_holds(obj, table) {
             let kind = super::templates::unknown_kind(obj);
             // --kinds can't name a runtime's templates: no fix to offer there yet.
-            let fix = if holds == super::templates::FROM_A_RUNTIME {
-                ""
-            } else {
-                "; add it with --kinds"
+            let fix = match holds {
+                super::templates::Holds::Runtime => "",
+                _ => "; add it with --kinds",
             };
             cx.push(
                 rule::UNKNOWN_KIND,
                 "/kind",
-                format!("{kind} {holds}: its images are not checked{fix}"),
+                format!("{kind} {}: its images are not checked{fix}", holds.phrase()),
             );
         }
         return cx.out;

@@ -256,7 +256,9 @@ mod tests {
     #[test]
     fn unknown_kinds_with_containers_or_image_fields() {
         let table = templates::Table::builtin();
-        let holds = |v: serde_json::Value| templates::unknown_kind_holds(&v, &table);
+        let holds = |v: serde_json::Value| {
+            templates::unknown_kind_holds(&v, &table).map(templates::Holds::phrase)
+        };
         assert_eq!(
             holds(
                 serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",

@@ -368,12 +368,27 @@ pub struct PodTemplateRef {
 
 /// What makes an object of an unknown kind a workload whose images would go unchecked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Holds {
+pub(crate) enum Holds {
     /// A `containers` list somewhere (a Deployment, a RayJob).
     Containers,
-    /// A string field named `image` somewhere, and no containers list (a Kubeflow
-    /// TrainJob's `spec.trainer.image`).
+    /// A string field named `image` somewhere, and no containers list.
     ImageField,
+    /// A Kubeflow Trainer v2 TrainJob: its pods come from the JobSet template of the runtime
+    /// it names (`spec.runtimeRef`; kubeflow/trainer v2.3.0 `pkg/apis/trainer/v1alpha1/
+    /// trainjob_types.go`), which is not in the TrainJob, so even one without an image field
+    /// of its own must not read as a clean "0 images".
+    Runtime,
+}
+
+impl Holds {
+    /// The phrase messages use after `unknown kind API KIND`.
+    pub(crate) fn phrase(self) -> &'static str {
+        match self {
+            Holds::Containers => "holds containers",
+            Holds::ImageField => "has an image field",
+            Holds::Runtime => "gets its pods from a training runtime",
+        }
+    }
 }
 
 /// Every place (a JSON pointer) of `obj` that holds a `containers` list or a string `image`
@@ -427,24 +442,18 @@ fn holds_images(obj: &Value) -> Option<Holds> {
     places.first().map(|(_, h)| *h)
 }
 
-/// For an object of a kind `table` lacks that holds containers or an `image` field: what it
-/// holds, in words (`holds containers`, `has an image field`). Such an object's images would
-/// otherwise go unchecked in silence; one with neither (a ConfigMap, a Service) is `None`.
-pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<&'static str> {
+/// For an object of a kind `table` lacks that holds containers or an `image` field, or is a
+/// TrainJob: what it holds ([`Holds::phrase`] puts it in words). Such an object's images
+/// would otherwise go unchecked in silence; one with neither (a ConfigMap, a Service) is
+/// `None`.
+pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<Holds> {
     if table.lookup(obj).is_some() {
         return None;
     }
-    // A Kubeflow Trainer v2 TrainJob's pods come from the JobSet template of the runtime it
-    // names (`spec.runtimeRef`; kubeflow/trainer v2.3.0 `pkg/apis/trainer/v1alpha1/
-    // trainjob_types.go`), which is not in the TrainJob: even one without an image field of
-    // its own must not read as a clean "0 images".
     if is_train_job(obj) {
-        return Some(FROM_A_RUNTIME);
+        return Some(Holds::Runtime);
     }
-    Some(match holds_images(obj)? {
-        Holds::Containers => "holds containers",
-        Holds::ImageField => "has an image field",
-    })
+    holds_images(obj)
 }
 
 /// For an object of a kind the table knows: the first place (a JSON pointer) holding a
@@ -468,9 +477,6 @@ pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String
         .map(|(at, _)| at)
         .find(|at| !inside(at))
 }
-
-/// What [`unknown_kind_holds`] says of a TrainJob.
-pub(crate) const FROM_A_RUNTIME: &str = "gets its pods from a training runtime";
 
 /// True for a Kubeflow Trainer v2 `TrainJob` (`trainer.kubeflow.org`, any version).
 fn is_train_job(obj: &Value) -> bool {
@@ -499,22 +505,17 @@ pub(crate) fn unknown_workload(obj: &Value, table: &Table) -> Option<String> {
         ));
     }
     let holds = unknown_kind_holds(obj, table)?;
-    if holds == FROM_A_RUNTIME {
-        let runtime = obj
-            .pointer("/spec/runtimeRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        return Some(format!(
-            "{} {holds} ({runtime}), which pullcheck doesn't read yet",
-            unknown_kind(obj)
-        ));
-    }
-    let how = if holds == "holds containers" {
-        "pullcheck doesn't know where to find"
-    } else {
-        "pullcheck doesn't know how to read"
+    let how = match holds {
+        Holds::Containers => "pullcheck doesn't know where to find".to_string(),
+        Holds::ImageField => "pullcheck doesn't know how to read".to_string(),
+        Holds::Runtime => format!(
+            "({}), which pullcheck doesn't read yet",
+            obj.pointer("/spec/runtimeRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        ),
     };
-    Some(format!("{} {holds} {how}", unknown_kind(obj)))
+    Some(format!("{} {} {how}", unknown_kind(obj), holds.phrase()))
 }
 
 /// The pod templates of `obj` per `table`, in document order; empty for unknown kinds.

@@ -115,7 +115,7 @@ pub(crate) fn decide(
     }
     if let Some((image, _)) = first(&|v| v == Verdict::Transient) {
         let delay = FIRST_REQUEUE
-            .saturating_mul(1u32.checked_shl(retry.min(16)).unwrap_or(u32::MAX))
+            .saturating_mul(1 << retry.min(16))
             .min(MAX_REQUEUE);
         return Answer {
             state: CheckState::Retry,

@@ -1,12 +1,11 @@
-//! The Workload fixture (`tests/data/kueue/workload-quota-reserved.json`) is written to the
-//! shapes of Kueue v0.19.2's `apis/kueue/v1beta2/workload_types.go`; capturing one from a
-//! real Kueue replaces it when the issue 23 harness runs.
+//! The Workloads are captured from a real Kueue v0.19.2 (tests/data/kueue/README.md says
+//! how).
 
 use super::*;
 
 fn workload() -> Value {
     serde_json::from_str(include_str!(
-        "../../tests/data/kueue/workload-quota-reserved.json"
+        "../../tests/data/kueue/workload-v0.19.2-quota-reserved.json"
     ))
     .unwrap()
 }
@@ -18,23 +17,37 @@ fn v(image: &str, verdict: Verdict) -> (String, Verdict) {
 #[test]
 fn only_our_pending_checks_are_answered_and_only_with_quota() {
     let w = workload();
-    let ours = vec!["image-check".to_string(), "provisioning".to_string()];
+    let ours = vec!["image-check".to_string()];
     assert_eq!(checks_to_answer(&w, &ours), vec!["image-check".to_string()]);
-    let mut no_quota = w.clone();
-    no_quota["status"]["conditions"][0]["status"] = json!("False");
-    assert_eq!(checks_to_answer(&no_quota, &ours), Vec::<String>::new());
-    assert_eq!(retry_count(&w, "image-check-retried"), 3);
+    assert_eq!(
+        checks_to_answer(&w, &["other".to_string()]),
+        Vec::<String>::new()
+    );
+    // Kueue resets a rejected check to Pending when it evicts the workload; without quota
+    // it is not ours to answer (it is answered again once quota is reserved anew).
+    let after: Value = serde_json::from_str(include_str!(
+        "../../tests/data/kueue/workload-v0.19.2-after-rejected.json"
+    ))
+    .unwrap();
+    assert_eq!(after["status"]["admissionChecks"][0]["state"], "Pending");
+    assert_eq!(checks_to_answer(&after, &ours), Vec::<String>::new());
     assert_eq!(retry_count(&w, "image-check"), 0);
+    let mut retried = w.clone();
+    retried["status"]["admissionChecks"][0]["retryCount"] = json!(3);
+    assert_eq!(retry_count(&retried, "image-check"), 3);
 }
 
 #[test]
 fn every_pulled_image_of_every_pod_set_init_and_volumes_included() {
-    let got: Vec<(String, String)> = images(&workload())
-        .into_iter()
-        .map(|u| (u.image, u.pointer))
-        .collect();
+    let pulled = |w: &Value| -> Vec<(String, String)> {
+        images(w)
+            .into_iter()
+            .map(|u| (u.image, u.pointer))
+            .collect()
+    };
+    let w = workload();
     assert_eq!(
-        got,
+        pulled(&w),
         vec![
             (
                 "ghcr.io/pullcheck/pullcheck:0.9".to_string(),
@@ -50,6 +63,11 @@ fn every_pulled_image_of_every_pod_set_init_and_volumes_included() {
             ),
         ]
     );
+    // A `Never` image is left out, as the kubelet never pulls it.
+    let mut never = w.clone();
+    never["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+        json!("Never");
+    assert_eq!(pulled(&never).len(), 2);
 }
 
 #[test]
@@ -141,7 +159,7 @@ fn the_apply_body_holds_only_our_entry_and_the_version_read() {
         json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
-            "metadata": {"name": "job-train-7f3a2", "namespace": "team-a", "resourceVersion": "4711"},
+            "metadata": {"name": "job-train-87eec", "namespace": "team-a", "resourceVersion": "263"},
             "status": {"admissionChecks": [{
                 "name": "image-check",
                 "state": "Retry",

@@ -24,7 +24,7 @@ pub fn bin() -> &'static str {
 
 /// Variables the binary (or the HTTP and TLS stacks under it) would read from the
 /// developer's or CI's environment: a Docker config or containers auth file, a CA bundle,
-/// log filters, proxies, in-cluster API discovery. Tests that want one set it explicitly.
+/// log filters, proxies, in-cluster API discovery, a kubeconfig. Tests that want one set it explicitly.
 const CLEARED: &[&str] = &[
     "DOCKER_CONFIG",
     "DOCKER_AUTH_CONFIG",
@@ -35,6 +35,7 @@ const CLEARED: &[&str] = &[
     "RUST_LOG",
     "KUBERNETES_SERVICE_HOST",
     "KUBERNETES_SERVICE_PORT",
+    "KUBECONFIG",
     "HTTPS_PROXY",
     "https_proxy",
     "HTTP_PROXY",
