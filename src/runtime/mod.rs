@@ -18,6 +18,7 @@
 //! a relist) is dropped from the store and its key is reconciled with `None`, under the
 //! same one-at-a-time rule, so the reconciler drops its state for it there and only there.
 
+pub(crate) mod api;
 pub(crate) mod backoff;
 pub(crate) mod clock;
 #[cfg(test)]
@@ -40,7 +41,7 @@ use serde_json::Value;
 
 pub(crate) use clock::Clock;
 pub(crate) use run::run;
-pub(crate) use source::{Event, Source, Watch, WatchError};
+pub(crate) use source::Source;
 
 /// An object's identity in the store: namespace (empty for a cluster-scoped object) and
 /// name. A deleted and recreated object has the same key; its uid tells them apart.

@@ -1,5 +1,5 @@
 //! What the runtime watches, as a trait: list a collection, watch it from a resource
-//! version. [`crate::watch::api::WatchApi`] implements it on the API server; the tests use
+//! version. [`super::api::ApiSource`] implements it on the API server; the tests use
 //! the in-memory [`super::fake::FakeCluster`].
 
 use std::future::Future;
