@@ -44,6 +44,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "k8s",
             "reference",
             "registry",
+            "report",
             "runtime",
             "verdict",
         ],
