@@ -73,8 +73,11 @@ pub(crate) const RATE_RETRY: Duration = Duration::from_secs(1);
 /// What the decision table said about one pod, with what it was given.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Assessment {
+    /// What the pod says.
     pub finding: Finding,
+    /// The decision table's answer.
     pub decision: Decision,
+    /// The hosts dir has mirrors for the failing image's registry (an input of the table).
     pub mirrors: bool,
 }
 

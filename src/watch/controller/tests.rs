@@ -78,6 +78,8 @@ struct FakeApi {
     t0: Instant,
     calls: Arc<Mutex<Vec<(Duration, Call)>>>,
     delete_errors: Arc<Mutex<VecDeque<ApiError>>>,
+    /// How long each DELETE takes to answer.
+    delete_takes: Duration,
 }
 
 impl FakeApi {
@@ -87,6 +89,7 @@ impl FakeApi {
             t0: Instant::now(),
             calls: Arc::default(),
             delete_errors: Arc::default(),
+            delete_takes: Duration::ZERO,
         }
     }
 
@@ -138,6 +141,7 @@ impl Effects for FakeApi {
 
     async fn delete(&self, pod: &PodId) -> Result<bool, ApiError> {
         self.record(Call::Delete(pod.name.clone()));
+        sleep(self.delete_takes).await;
         if let Some(e) = lock(&self.delete_errors).pop_front() {
             return Err(e);
         }
@@ -180,7 +184,10 @@ struct Running {
 }
 
 fn start(cluster: &FakeCluster, settings: Settings) -> Running {
-    let api = FakeApi::new(cluster);
+    start_with(FakeApi::new(cluster), cluster, settings)
+}
+
+fn start_with(api: FakeApi, cluster: &FakeCluster, settings: Settings) -> Running {
     let metrics = Arc::new(WatchMetrics::new());
     let reconciler = Arc::new(PodReconciler::new(
         api.clone(),
@@ -459,4 +466,26 @@ fn recorded_failures_are_decided_as_the_table_says() {
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(got, want);
+}
+
+/// Effects run in reconcile tasks, not in the stream reader: while one pod's DELETE takes
+/// 10 s, a pod that starts failing 1 s in is acted on at once; and the first pod, changed
+/// by its own mark meanwhile, is not acted on twice.
+#[tokio::test(start_paused = true)]
+async fn a_slow_delete_holds_up_neither_the_stream_nor_other_pods() {
+    let cluster = FakeCluster::default();
+    cluster.apply(job_pod("a", NOT_FOUND));
+    let api = FakeApi {
+        delete_takes: secs(10),
+        ..FakeApi::new(&cluster)
+    };
+    let w = start_with(api, &cluster, settings());
+    sleep(secs(1)).await;
+    cluster.apply(job_pod("b", NOT_FOUND));
+    sleep(secs(30)).await;
+    let mut want = acted("a", Duration::ZERO);
+    want.extend(acted("b", secs(1)));
+    assert_eq!(w.api.calls(), want);
+    assert_eq!(w.metrics.actions_of(Action::Deleted), 2);
+    w.task.abort();
 }
