@@ -27,6 +27,7 @@ pub mod platform;
 pub mod reference;
 pub mod registry;
 mod report;
+pub(crate) mod runtime;
 pub mod verdict;
 pub(crate) mod watch;
 pub mod webhook;

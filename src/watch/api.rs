@@ -4,9 +4,14 @@
 //!
 //! The list/watch loop is the API's own protocol (`?watch=1&resourceVersion=…`, one JSON
 //! event per line, `410 Gone` or an `ERROR` event with code 410 when the version is too
-//! old, `BOOKMARK` events carrying a newer version): [`PodWatch`] hands the controller the
-//! events and [`WatchError::Expired`] when it must list again.
+//! old, `BOOKMARK` events carrying a newer version): [`PodWatch`] hands the runtime's
+//! watcher the events and [`WatchError::Expired`] when it must list again.
+//!
+//! Two traits stand in front of these calls, so the controller runs on the in-memory fake
+//! under `cargo test`: [`crate::runtime::Source`] (list, watch: the runtime's watcher) and
+//! [`Effects`] (the reconciler's reads and writes). [`WatchApi`] implements both.
 
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
@@ -15,6 +20,8 @@ use crate::apiserver::ApiClient;
 pub(crate) use crate::apiserver::ApiError;
 use crate::apiserver::client::{Limits, Patch, Preconditions, WatchEvent, WatchStream};
 use crate::apiserver::error::Verb;
+pub(crate) use crate::runtime::{Event, WatchError};
+use crate::runtime::{Source, Watch};
 
 /// Bounds of one non-watch request: 10 s, and a list page or object of at most 64 MiB.
 const REQUEST: Limits = Limits::new(Duration::from_secs(10), MAX_BODY);
@@ -25,38 +32,6 @@ pub(crate) const WATCH_SECONDS: u64 = 290;
 const PAGE: u32 = 500;
 /// Largest list page or watch event read.
 const MAX_BODY: usize = 64 * 1024 * 1024;
-
-/// How a watch ended.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WatchError {
-    /// The resource version is too old (410): list again.
-    #[error("watch expired (410 Gone): listing again")]
-    Expired,
-    /// Anything else.
-    #[error(transparent)]
-    Api(ApiError),
-}
-
-impl From<ApiError> for WatchError {
-    fn from(e: ApiError) -> WatchError {
-        if e.status() == Some(410) {
-            WatchError::Expired
-        } else {
-            WatchError::Api(e)
-        }
-    }
-}
-
-/// One watch event.
-#[derive(Debug)]
-pub(crate) enum Event {
-    /// ADDED or MODIFIED: the pod as it is now.
-    Changed(Value),
-    /// DELETED, or gone from the Pending phase (the field selector no longer matches).
-    Deleted(Value),
-    /// A newer resource version with no object change.
-    Bookmark(String),
-}
 
 /// The watch's API access.
 #[derive(Clone)]
@@ -300,6 +275,95 @@ impl PodWatch {
             WatchEvent::Deleted(o) => Event::Deleted(o),
             WatchEvent::Bookmark(rv) => Event::Bookmark(rv),
         }))
+    }
+}
+
+impl Source for WatchApi {
+    type Watch = PodWatch;
+
+    fn list(&self) -> impl Future<Output = Result<(Vec<Value>, String), ApiError>> + Send {
+        self.list_pending()
+    }
+
+    fn watch(
+        &self,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<PodWatch, WatchError>> + Send {
+        WatchApi::watch(self, resource_version)
+    }
+}
+
+impl Watch for PodWatch {
+    fn next(&mut self) -> impl Future<Output = Result<Option<Event>, WatchError>> + Send {
+        PodWatch::next(self)
+    }
+}
+
+/// The reconciler's API calls, as [`WatchApi`] makes them (see each method there for the
+/// request, its limits and its answers); the tests implement it in memory.
+pub(crate) trait Effects: Send + Sync + 'static {
+    /// [`WatchApi::namespace_labels`].
+    fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Map<String, Value>>, ApiError>> + Send;
+    /// [`WatchApi::mark`].
+    fn mark(
+        &self,
+        pod: &PodId,
+        resource_version: &str,
+        condition: Value,
+    ) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// [`WatchApi::delete`].
+    fn delete(&self, pod: &PodId) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// [`WatchApi::failed_events`].
+    fn failed_events(
+        &self,
+        pod: &PodId,
+    ) -> impl Future<Output = Result<Vec<String>, ApiError>> + Send;
+    /// [`WatchApi::event`].
+    fn event(
+        &self,
+        object: &Value,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+impl Effects for WatchApi {
+    fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Map<String, Value>>, ApiError>> + Send
+    {
+        WatchApi::namespace_labels(self, name)
+    }
+    fn mark(
+        &self,
+        pod: &PodId,
+        resource_version: &str,
+        condition: Value,
+    ) -> impl Future<Output = Result<bool, ApiError>> + Send {
+        WatchApi::mark(self, pod, resource_version, condition)
+    }
+    fn delete(&self, pod: &PodId) -> impl Future<Output = Result<bool, ApiError>> + Send {
+        WatchApi::delete(self, pod)
+    }
+    fn failed_events(
+        &self,
+        pod: &PodId,
+    ) -> impl Future<Output = Result<Vec<String>, ApiError>> + Send {
+        WatchApi::failed_events(self, pod)
+    }
+    fn event(
+        &self,
+        object: &Value,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        WatchApi::event(self, object, event_type, reason, message)
     }
 }
 

@@ -27,7 +27,8 @@ use super::api::{ApiError, Event, PodId, WatchApi, WatchError, rfc3339};
 use super::decide::{Decision, Inputs, Owner, Why, decide};
 use super::metrics::{VerdictLabels, WatchMetrics};
 use super::pod::{
-    CONDITION_TYPE, Failure, Finding, condition_reason, finding, from_events, lacks_the_error,
+    CONDITION_TYPE, Failure, Finding, Lifecycle, Mark, Scope, condition_reason, finding,
+    from_events, lacks_the_error,
 };
 use crate::verdict::Verdict;
 
@@ -74,7 +75,6 @@ pub(crate) fn assess(
     let decision = decide(&Inputs {
         classification: failure.classification,
         mirrors,
-        confirmation: None,
         first_failure,
         now,
         transient_grace: settings.transient_grace,
@@ -151,11 +151,7 @@ pub(crate) fn explain_failure(f: &Failure, verdict: Verdict) -> String {
 pub(crate) fn why_text(why: &Why) -> String {
     match why {
         Why::Unknown => "the kubelet's message matches no known pull failure; nothing done".into(),
-        Why::EngineSaysPullable { kubelet } => format!(
-            "the kubelet says {}, but pullcheck pulls it upstream with the pod's credentials; nothing done",
-            kubelet.as_str()
-        ),
-        Why::MirrorsUnconfirmed { kubelet, .. } => format!(
+        Why::BehindMirrors { kubelet } => format!(
             "the kubelet says {} through registry mirrors, which may hide the upstream's answer; nothing done",
             kubelet.as_str()
         ),
@@ -374,11 +370,11 @@ impl Controller {
             return;
         };
         let uid = f.pod.uid.clone();
-        if f.failure.is_none() || f.terminating {
+        if f.failure.is_none() || f.lifecycle == Lifecycle::Terminating {
             self.tracked.remove(&uid);
             return;
         }
-        if f.skipped || !self.in_scope(&f.pod.namespace).await {
+        if f.scope == Scope::Skipped || !self.in_scope(&f.pod.namespace).await {
             return;
         }
         let now = SystemTime::now();
@@ -409,7 +405,7 @@ impl Controller {
         let owed_retry = entry.retry_at.filter(|_| entry.pending_delete);
         entry.retry_at = None;
         let first_seen = entry.first_seen;
-        if f.marked {
+        if f.mark == Mark::Marked {
             if f.owner != Owner::Job || self.settings.dry_run {
                 return;
             }
@@ -741,9 +737,8 @@ mod tests {
         assert_eq!(
             a.decision,
             Decision::EventOnly {
-                why: Why::MirrorsUnconfirmed {
-                    kubelet: Verdict::NotFound,
-                    engine: None
+                why: Why::BehindMirrors {
+                    kubelet: Verdict::NotFound
                 }
             }
         );

@@ -5,19 +5,17 @@
 //!
 //! 1. not a pull failure, or nothing to report → [`Decision::Ignore`];
 //! 2. unknown (no verdict from the message) → an Event only, never an action;
-//! 3. the engine, checking upstream with the pod's own credentials, found the image pullable
-//!    → an Event only: the node sees something the pod's credentials don't;
-//! 4. a registry answer (`not_found`, `denied`, `unauthenticated`) where the pod's registry
-//!    has mirrors → act only if the engine found the same upstream. containerd keeps the
-//!    highest-priority error across hosts (`core/remotes/docker/resolver.go`, `Resolve`:
-//!    a 404 outranks a transport error, any other 4xx/5xx outranks a 404, and of the transport
-//!    errors the first host's is kept), so a mirror's 404 or 401 next to an unreachable
-//!    upstream reads as the mirror's answer;
-//! 5. any other permanent verdict → act at once. The kubelet's own not-found is definitive
+//! 3. a registry answer (`not_found`, `denied`, `unauthenticated`) where the pod's registry
+//!    has mirrors → an Event only. containerd keeps the highest-priority error across hosts
+//!    (`core/remotes/docker/resolver.go`, `Resolve`: a 404 outranks a transport error, any
+//!    other 4xx/5xx outranks a 404, and of the transport errors the first host's is kept),
+//!    so a mirror's 404 or 401 next to an unreachable upstream reads as the mirror's answer,
+//!    and says nothing about the upstream;
+//! 4. any other permanent verdict → act at once. The kubelet's own not-found is definitive
 //!    even where pullcheck holds no credential (node credentials, credential providers);
-//! 6. transient → an Event only while `--transient-grace` is off; else wait for the grace
+//! 5. transient → an Event only while `--transient-grace` is off; else wait for the grace
 //!    since the first failure, then act;
-//! 7. last, the owner: only a `batch/v1` Job's pod is acted on. Any other owner turns "act"
+//! 6. last, the owner: only a `batch/v1` Job's pod is acted on. Any other owner turns "act"
 //!    into an Event (deleting a Deployment's or a Kubeflow v1 operator's pod only makes its
 //!    controller recreate it).
 
@@ -78,9 +76,6 @@ pub(crate) struct Inputs {
     pub(crate) classification: Classification,
     /// The hosts dir the watch was given has mirrors for the pod's registry.
     pub(crate) mirrors: bool,
-    /// The engine's verdict for the image upstream with the pod's own credentials, when
-    /// confirmation is on and the check finished.
-    pub(crate) confirmation: Option<Verdict>,
     /// When the kubelet first reported the failure, and now (both wall clock: the first one
     /// comes from pod statuses or Events).
     pub(crate) first_failure: SystemTime,
@@ -108,13 +103,9 @@ pub(crate) enum Decision {
 pub(crate) enum Why {
     /// No verdict from the kubelet's message.
     Unknown,
-    /// The engine found the image pullable upstream with the pod's credentials.
-    EngineSaysPullable { kubelet: Verdict },
-    /// A registry answer through mirrors that the engine did not confirm upstream.
-    MirrorsUnconfirmed {
-        kubelet: Verdict,
-        engine: Option<Verdict>,
-    },
+    /// A registry answer (`not_found`, `denied`, `unauthenticated`) through registry
+    /// mirrors, which may be a mirror's answer and not the upstream's.
+    BehindMirrors { kubelet: Verdict },
     /// Transient, and `--transient-grace` is off.
     TransientGraceOff,
     /// The verdict would be acted on, but the pod's controller is not a Job.
@@ -133,7 +124,7 @@ pub(crate) fn decide(inputs: &Inputs) -> Decision {
     }
 }
 
-/// Rules 1 to 6: the decision for a Job's pod.
+/// Rules 1 to 5: the decision for a Job's pod.
 fn by_verdict(inputs: &Inputs) -> Decision {
     let c = inputs.classification;
     if c.reason.is_none() {
@@ -142,22 +133,12 @@ fn by_verdict(inputs: &Inputs) -> Decision {
     let Some(kubelet) = c.verdict else {
         return Decision::EventOnly { why: Why::Unknown };
     };
-    if inputs.confirmation == Some(Verdict::Pullable) && kubelet != Verdict::Pullable {
-        return Decision::EventOnly {
-            why: Why::EngineSaysPullable { kubelet },
-        };
-    }
     match kubelet {
         // The kubelet never reports a pullable image as failing; nothing to do.
         Verdict::Pullable => Decision::Ignore,
-        Verdict::NotFound | Verdict::Denied | Verdict::Unauthenticated
-            if inputs.mirrors && inputs.confirmation != Some(kubelet) =>
-        {
+        Verdict::NotFound | Verdict::Denied | Verdict::Unauthenticated if inputs.mirrors => {
             Decision::EventOnly {
-                why: Why::MirrorsUnconfirmed {
-                    kubelet,
-                    engine: inputs.confirmation,
-                },
+                why: Why::BehindMirrors { kubelet },
             }
         }
         Verdict::InvalidReference

@@ -46,11 +46,9 @@ pub(crate) async fn once(
     let now = SystemTime::now();
     let mut scope: HashMap<String, bool> = HashMap::new();
     let mut out = Vec::new();
-    for f in pods
-        .iter()
-        .filter_map(pod::finding)
-        .filter(|f| !f.terminating && !f.skipped && f.failure.is_some())
-    {
+    for f in pods.iter().filter_map(pod::finding).filter(|f| {
+        f.lifecycle == pod::Lifecycle::Live && f.scope == pod::Scope::Watched && f.failure.is_some()
+    }) {
         let in_scope = match scope.get(&f.pod.namespace) {
             Some(ok) => *ok,
             None => {
@@ -116,7 +114,7 @@ pub(crate) fn report_json(report: &[Assessment]) -> String {
                 "verdict": f.classification.verdict.map(|v| v.as_str()),
                 "action": action,
                 "why": why,
-                "marked": a.finding.marked,
+                "marked": a.finding.mark == pod::Mark::Marked,
             });
             if let Some(v) = &f.volume {
                 row["volume"] = json!(v);

@@ -43,12 +43,39 @@ pub(crate) struct Finding {
     pub owner: Owner,
     /// The controller as an Event `involvedObject` (`None` without one).
     pub owner_object: Option<Value>,
-    /// pullcheck's condition is already True.
-    pub marked: bool,
-    /// Deletion has started (`metadata.deletionTimestamp`).
-    pub terminating: bool,
+    /// Whether pullcheck's condition is already True.
+    pub mark: Mark,
+    /// Whether the pod's deletion has started.
+    pub lifecycle: Lifecycle,
+    /// Whether the pod opted out.
+    pub scope: Scope,
+}
+
+/// pullcheck's condition on the pod: the marker that says some watch acted (or is acting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// No [`CONDITION_TYPE`] condition with status True.
+    Unmarked,
+    /// [`CONDITION_TYPE`] is True.
+    Marked,
+}
+
+/// Where the pod is in its life, as far as the watch cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// No `metadata.deletionTimestamp`.
+    Live,
+    /// Deletion has started (`metadata.deletionTimestamp` is set): nothing more to do.
+    Terminating,
+}
+
+/// Whether the watch looks at the pod at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The default.
+    Watched,
     /// `pullcheck.io/skip: "true"` on the pod.
-    pub skipped: bool,
+    Skipped,
 }
 
 /// Read `pod`; `None` when it lacks a namespace, name or uid.
@@ -91,12 +118,21 @@ pub(crate) fn finding(pod: &Value) -> Option<Finding> {
         failure: worst_failure(pod),
         owner,
         owner_object,
-        marked,
-        terminating: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
-        skipped: meta
+        mark: if marked { Mark::Marked } else { Mark::Unmarked },
+        lifecycle: if meta.and_then(|m| m.get("deletionTimestamp")).is_some() {
+            Lifecycle::Terminating
+        } else {
+            Lifecycle::Live
+        },
+        scope: if meta
             .and_then(|m| m.pointer("/annotations/pullcheck.io~1skip"))
             .and_then(Value::as_str)
-            == Some("true"),
+            == Some("true")
+        {
+            Scope::Skipped
+        } else {
+            Scope::Watched
+        },
         pod: id,
     })
 }
@@ -292,7 +328,10 @@ mod tests {
         assert_eq!(failure.container, "main");
         assert_eq!(failure.image, "r.io/app:nope");
         assert_eq!(failure.classification.verdict, Some(Verdict::NotFound));
-        assert!(!f.marked && !f.terminating && !f.skipped);
+        assert_eq!(
+            (f.mark, f.lifecycle, f.scope),
+            (Mark::Unmarked, Lifecycle::Live, Scope::Watched)
+        );
     }
 
     #[test]
@@ -353,7 +392,10 @@ mod tests {
             json!({"deletionTimestamp": "2026-12-01T12:00:00Z", "annotations": {"pullcheck.io/skip": "true"}}),
         );
         let f = finding(&p).unwrap();
-        assert!(f.marked && f.terminating && f.skipped);
+        assert_eq!(
+            (f.mark, f.lifecycle, f.scope),
+            (Mark::Marked, Lifecycle::Terminating, Scope::Skipped)
+        );
         p["metadata"]["ownerReferences"] = json!([]);
         assert_eq!(finding(&p).unwrap().owner, Owner::BarePod);
         p["status"] = json!({"containerStatuses": [waiting("main", "ContainerCreating", "")]});

@@ -17,7 +17,6 @@ fn job(classification: Classification) -> Inputs {
     Inputs {
         classification,
         mirrors: false,
-        confirmation: None,
         first_failure: T0,
         now: T0 + Duration::from_secs(2),
         transient_grace: None,
@@ -50,7 +49,7 @@ fn not_a_pull_failure_is_ignored() {
     assert_eq!(decide(&i), Decision::Ignore);
     // whatever else is known
     let i = Inputs {
-        confirmation: Some(Verdict::NotFound),
+        mirrors: true,
         transient_grace: Some(GRACE),
         ..i
     };
@@ -58,83 +57,48 @@ fn not_a_pull_failure_is_ignored() {
 }
 
 #[test]
-fn unknown_is_an_event_even_when_the_engine_has_a_verdict() {
-    for confirmation in [None, Some(Verdict::NotFound), Some(Verdict::Pullable)] {
-        let i = Inputs {
-            confirmation,
-            ..job(failure(None))
-        };
-        assert_eq!(decide(&i), event(Why::Unknown), "{confirmation:?}");
+fn unknown_is_an_event_whatever_else_is_known() {
+    for mirrors in [false, true] {
+        for transient_grace in [None, Some(Duration::ZERO)] {
+            let i = Inputs {
+                mirrors,
+                transient_grace,
+                ..job(failure(None))
+            };
+            assert_eq!(
+                decide(&i),
+                event(Why::Unknown),
+                "{mirrors} {transient_grace:?}"
+            );
+        }
     }
 }
 
 #[test]
 fn permanent_acts_at_once_without_mirrors() {
     for v in PERMANENT {
-        for confirmation in [
-            None,
-            Some(Verdict::Transient),
-            Some(v),
-            Some(Verdict::Unauthenticated),
-        ] {
+        for transient_grace in [None, Some(GRACE)] {
             let i = Inputs {
-                confirmation,
+                transient_grace,
                 now: T0,
                 ..job(failure(Some(v)))
             };
-            // The kubelet's verdict, not the engine's: it saw the node's credentials.
-            assert_eq!(decide(&i), act(v), "{v} {confirmation:?}");
+            // At once: the grace is for transient failures only.
+            assert_eq!(decide(&i), act(v), "{v} {transient_grace:?}");
         }
     }
 }
 
+/// A registry answer through mirrors may be a mirror's and not the upstream's: reported,
+/// never acted on.
 #[test]
-fn engine_pullable_means_event_only() {
-    for v in PERMANENT.into_iter().chain([Verdict::Transient]) {
-        for mirrors in [false, true] {
-            let i = Inputs {
-                confirmation: Some(Verdict::Pullable),
-                mirrors,
-                transient_grace: Some(Duration::ZERO),
-                ..job(failure(Some(v)))
-            };
-            assert_eq!(
-                decide(&i),
-                event(Why::EngineSaysPullable { kubelet: v }),
-                "{v}"
-            );
-        }
-    }
-}
-
-#[test]
-fn mirrors_need_the_engine_to_confirm_registry_answers() {
+fn registry_answers_through_mirrors_are_only_reported() {
     for v in [Verdict::NotFound, Verdict::Denied, Verdict::Unauthenticated] {
-        for engine in [
-            None,
-            Some(Verdict::Transient),
-            Some(Verdict::PlatformMissing),
-        ]
-        .into_iter()
-        .chain(PERMANENT.into_iter().filter(|e| *e != v).map(Some))
-        {
-            let i = Inputs {
-                mirrors: true,
-                confirmation: engine,
-                ..job(failure(Some(v)))
-            };
-            assert_eq!(
-                decide(&i),
-                event(Why::MirrorsUnconfirmed { kubelet: v, engine }),
-                "{v} {engine:?}"
-            );
-        }
         let i = Inputs {
             mirrors: true,
-            confirmation: Some(v),
             ..job(failure(Some(v)))
         };
-        assert_eq!(decide(&i), act(v), "{v} confirmed");
+        assert_eq!(decide(&i), event(Why::BehindMirrors { kubelet: v }), "{v}");
     }
 }
 
@@ -179,13 +143,12 @@ fn transient_waits_for_the_grace() {
             until: T0 + Duration::from_secs(60) + GRACE
         }
     );
-    // an engine confirmation other than pullable changes nothing
-    let confirmed = Inputs {
-        confirmation: Some(Verdict::NotFound),
+    // mirrors change nothing for a transient failure
+    let mirrored = Inputs {
         mirrors: true,
         ..with(T0)
     };
-    assert_eq!(decide(&confirmed), Decision::Wait { until });
+    assert_eq!(decide(&mirrored), Decision::Wait { until });
 }
 
 #[test]
@@ -240,9 +203,8 @@ fn only_a_job_is_acted_on() {
         };
         assert_eq!(
             decide(&mirrored),
-            event(Why::MirrorsUnconfirmed {
-                kubelet: Verdict::NotFound,
-                engine: None
+            event(Why::BehindMirrors {
+                kubelet: Verdict::NotFound
             })
         );
     }
@@ -272,71 +234,36 @@ fn owner_from_the_controller_reference() {
 #[test]
 fn recorded_failures_end_to_end() {
     let grace = Some(GRACE);
-    let cases: &[(&str, bool, Option<Verdict>, Decision)] = &[
-        ("missing-tag", false, None, act(Verdict::NotFound)),
-        ("missing-repository", false, None, act(Verdict::NotFound)),
+    let cases: &[(&str, bool, Decision)] = &[
+        ("missing-tag", false, act(Verdict::NotFound)),
+        ("missing-repository", false, act(Verdict::NotFound)),
         // pullcheck holds no credential for it: the kubelet's not-found is enough
-        (
-            "auth-missing-tag",
-            false,
-            Some(Verdict::Unauthenticated),
-            act(Verdict::NotFound),
-        ),
-        (
-            "platform-missing",
-            false,
-            None,
-            act(Verdict::PlatformMissing),
-        ),
-        (
-            "platform-missing",
-            true,
-            None,
-            act(Verdict::PlatformMissing),
-        ),
-        ("auth-no-secret", false, None, act(Verdict::Unauthenticated)),
-        ("auth-wrong-password", false, None, act(Verdict::Denied)),
-        ("invalid-name", false, None, act(Verdict::InvalidReference)),
+        ("auth-missing-tag", false, act(Verdict::NotFound)),
+        ("platform-missing", false, act(Verdict::PlatformMissing)),
+        ("platform-missing", true, act(Verdict::PlatformMissing)),
+        ("auth-no-secret", false, act(Verdict::Unauthenticated)),
+        ("auth-wrong-password", false, act(Verdict::Denied)),
+        ("invalid-name", false, act(Verdict::InvalidReference)),
         (
             "mirror-404-upstream-down",
             true,
-            None,
-            event(Why::MirrorsUnconfirmed {
+            event(Why::BehindMirrors {
                 kubelet: Verdict::NotFound,
-                engine: None,
             }),
-        ),
-        (
-            "mirror-404-upstream-down",
-            true,
-            Some(Verdict::Transient),
-            event(Why::MirrorsUnconfirmed {
-                kubelet: Verdict::NotFound,
-                engine: Some(Verdict::Transient),
-            }),
-        ),
-        (
-            "mirror-404-upstream-down",
-            true,
-            Some(Verdict::NotFound),
-            act(Verdict::NotFound),
         ),
         (
             "mirror-401-upstream-down",
             true,
-            None,
-            event(Why::MirrorsUnconfirmed {
+            event(Why::BehindMirrors {
                 kubelet: Verdict::Unauthenticated,
-                engine: None,
             }),
         ),
-        ("never-pull", false, None, event(Why::Unknown)),
+        ("never-pull", false, event(Why::Unknown)),
     ];
-    for &(name, mirrors, confirmation, expected) in cases {
+    for &(name, mirrors, expected) in cases {
         for (reason, message) in recording(name).waiting {
             let i = Inputs {
                 mirrors,
-                confirmation,
                 transient_grace: grace,
                 ..job(classify(&reason, &message))
             };
