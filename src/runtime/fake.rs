@@ -89,11 +89,6 @@ impl FakeCluster {
         self.lock().objects.get(key).cloned()
     }
 
-    /// The current resource version.
-    pub(crate) fn version(&self) -> String {
-        self.lock().version.to_string()
-    }
-
     /// The next lists fail with these errors, one each.
     pub(crate) fn fail_lists(&self, errors: impl IntoIterator<Item = ApiError>) {
         self.lock().list_errors.extend(errors);

@@ -4,7 +4,8 @@
 //! delay queue.
 //!
 //! - [`source`]: the collection as a trait ([`Source`]: list, watch), so the loop is tested
-//!   against the in-memory [`fake`] cluster under `cargo test`;
+//!   against the in-memory [`fake`] cluster under `cargo test`; [`api`]: the trait on the
+//!   API server, for any collection URL ([`api::ApiSource`]);
 //! - [`watcher`]: the list/watch state machine, with [`backoff`] on every failure;
 //! - [`queue`]: the delay queue, one pending run per key;
 //! - [`run`]: the loop: the store, the queue, and at most [`Settings::concurrency`]
@@ -14,10 +15,34 @@
 //! Objects are `serde_json::Value`s, keyed by namespace and name ([`Key`]): no typed struct
 //! of a pinned API version drops a field the reconciler writes back.
 //!
+//! **A controller on it** (the watch's is `PodReconciler` in `src/watch/controller.rs`):
+//! 1. the collection: `ApiSource::new(client, url)` with the list URL, namespaced or not and
+//!    with selectors in its query: `/api/v1/pods?fieldSelector=status.phase=Pending`, or
+//!    `/apis/kueue.x-k8s.io/v1beta2/workloads` (all namespaces) and
+//!    `/apis/kueue.x-k8s.io/v1beta2/namespaces/NS/workloads` (one). Workloads are
+//!    namespaced objects, so their [`Key`] carries the namespace; a cluster-scoped kind
+//!    (ClusterQueue, AdmissionCheck) has an empty one. To read a second kind (the
+//!    AdmissionChecks a Workload names), a reconciler reads it itself, or runs a second
+//!    `run` whose reconciler only updates a shared cache;
+//! 2. a [`Reconciler`]: it gets the object as the store holds it now (`None`: gone, drop its
+//!    state), makes its writes (raw JSON patches: server-side apply of a status entry,
+//!    conditional merge patches), and answers [`Requeue::After`] for anything that must come
+//!    back without a change (a retry after a failed write, a wait, a bounded re-check) or
+//!    [`Requeue::Never`]. It keeps per-key state in its own map (no two runs of one key
+//!    overlap, so take the entry out at the start and put it back at the end) and reads the
+//!    wall time from a [`Clock`], so its tests run in paused time;
+//! 3. `tokio::spawn(run(source, Arc::new(reconciler), Settings { kind, concurrency },
+//!    status))`, with [`Status::ready`] behind `/readyz`; abort the task to stop it;
+//! 4. tests: the [`fake`] cluster is a [`Source`] of any JSON objects (apply, update, remove,
+//!    compact → 410, scripted list/watch failures, bookmarks, a call log with times); its
+//!    writes are watch events, so a fake of the reconciler's writes built on it (as the
+//!    watch's tests do) sees its own writes come back as events, as on the API server.
+//!
 //! **Deleted objects.** An object gone from the collection (a DELETED event, or absent from
 //! a relist) is dropped from the store and its key is reconciled with `None`, under the
 //! same one-at-a-time rule, so the reconciler drops its state for it there and only there.
 
+pub(crate) mod api;
 pub(crate) mod backoff;
 pub(crate) mod clock;
 #[cfg(test)]
@@ -40,7 +65,7 @@ use serde_json::Value;
 
 pub(crate) use clock::Clock;
 pub(crate) use run::run;
-pub(crate) use source::{Event, Source, Watch, WatchError};
+pub(crate) use source::Source;
 
 /// An object's identity in the store: namespace (empty for a cluster-scoped object) and
 /// name. A deleted and recreated object has the same key; its uid tells them apart.

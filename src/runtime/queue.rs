@@ -43,6 +43,7 @@ impl Queue {
     }
 
     /// Keys pending.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.at.len()
     }

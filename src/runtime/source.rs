@@ -1,6 +1,7 @@
 //! What the runtime watches, as a trait: list a collection, watch it from a resource
-//! version. [`crate::watch::api::WatchApi`] implements it on the API server; the tests use
-//! the in-memory [`super::fake::FakeCluster`].
+//! version. `ApiSource` (`api.rs`) implements it on the API server for any collection; the
+//! tests use the in-memory `FakeCluster` (`fake.rs`). (Named without links: this module is
+//! below both.)
 
 use std::future::Future;
 

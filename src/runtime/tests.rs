@@ -7,6 +7,7 @@ use serde_json::json;
 use tokio::time::{Instant, sleep};
 
 use super::fake::{Call, FakeCluster};
+use super::source::WatchError;
 use super::*;
 use crate::apiserver::ApiError;
 use crate::apiserver::error::Verb;
@@ -386,5 +387,47 @@ async fn a_requeue_runs_again_without_an_event_and_an_event_runs_it_sooner() {
             seen(secs(7), "a", Some("a1")),
         ]
     );
+    task.abort();
+}
+
+/// The list back-off: a list that fails after a 410 relist goes on with the sequence when
+/// the watch before it was up less than the healthy interval (2 s after 0.5 s and 1 s),
+/// and starts again from 0.5 s after a watch that stayed up 30 s. No list or watch comes
+/// sooner than its delay.
+#[tokio::test(start_paused = true)]
+async fn list_back_off_goes_on_after_a_short_watch_and_resets_after_a_healthy_one() {
+    let cluster = FakeCluster::default();
+    cluster.fail_lists([unavailable(Verb::List, None), unavailable(Verb::List, None)]);
+    let r = Recorder::new(Duration::ZERO, Requeue::Never);
+    let (task, status) = start(&cluster, &r, SETTINGS);
+    // Lists at 0 and 0.5 s fail; at 1.5 s one succeeds and the watch starts.
+    sleep(ms(2500)).await;
+    // 1 s into the watch: a 410, and the relist fails.
+    cluster.fail_lists([unavailable(Verb::List, None)]);
+    cluster.compact();
+    sleep(ms(37_500)).await;
+    // 35.5 s into the next watch (from 4.5 s): a 410, and the relist fails again.
+    cluster.fail_lists([unavailable(Verb::List, None)]);
+    cluster.compact();
+    sleep(secs(5)).await;
+    assert_eq!(
+        calls(&cluster, r.t0),
+        vec![
+            (ms(0), Call::List),
+            (ms(500), Call::List),
+            (ms(1500), Call::List),
+            (ms(1500), Call::Watch("0".into())),
+            (ms(2500), Call::List),
+            // Not reset by the list at 1.5 s nor by a watch up 1 s: 2 s.
+            (ms(4500), Call::List),
+            (ms(4500), Call::Watch("0".into())),
+            (ms(40_000), Call::List),
+            // The watch had been up 35.5 s: from the start, 0.5 s.
+            (ms(40_500), Call::List),
+            (ms(40_500), Call::Watch("0".into())),
+        ]
+    );
+    assert_eq!(status.lists.get(), 3);
+    assert!(status.ready.load(Ordering::SeqCst));
     task.abort();
 }

@@ -2,14 +2,12 @@
 //! read a namespace's labels, mark a pod with a condition, delete it with a UID
 //! precondition, and record Events.
 //!
-//! The list/watch loop is the API's own protocol (`?watch=1&resourceVersion=…`, one JSON
-//! event per line, `410 Gone` or an `ERROR` event with code 410 when the version is too
-//! old, `BOOKMARK` events carrying a newer version): [`PodWatch`] hands the runtime's
-//! watcher the events and [`WatchError::Expired`] when it must list again.
+//! The list and watch of Pending pods is the runtime's [`ApiSource`] on the pods URL with a
+//! `status.phase=Pending` field selector ([`WatchApi::pending_pods`]).
 //!
-//! Two traits stand in front of these calls, so the controller runs on the in-memory fake
+//! Two traits stand in front of these calls, so the controller runs on in-memory fakes
 //! under `cargo test`: [`crate::runtime::Source`] (list, watch: the runtime's watcher) and
-//! [`Effects`] (the reconciler's reads and writes). [`WatchApi`] implements both.
+//! [`Effects`] (the reconciler's reads and writes, implemented here by [`WatchApi`]).
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -18,20 +16,12 @@ use serde_json::{Value, json};
 
 use crate::apiserver::ApiClient;
 pub(crate) use crate::apiserver::ApiError;
-use crate::apiserver::client::{Limits, Patch, Preconditions, WatchEvent, WatchStream};
+use crate::apiserver::client::{Limits, Patch, Preconditions};
 use crate::apiserver::error::Verb;
-pub(crate) use crate::runtime::{Event, WatchError};
-use crate::runtime::{Source, Watch};
+use crate::runtime::api::ApiSource;
 
-/// Bounds of one non-watch request: 10 s, and a list page or object of at most 64 MiB.
-const REQUEST: Limits = Limits::new(Duration::from_secs(10), MAX_BODY);
-/// How long the API server keeps one watch open before it ends it (it picks a random
-/// time up to this; the controller then watches again from the last version).
-pub(crate) const WATCH_SECONDS: u64 = 290;
-/// Pods per list page.
-const PAGE: u32 = 500;
-/// Largest list page or watch event read.
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Bounds of one request: 10 s, and an object or Event list of at most 64 MiB.
+const REQUEST: Limits = Limits::new(Duration::from_secs(10), 64 * 1024 * 1024);
 
 /// The watch's API access.
 #[derive(Clone)]
@@ -57,26 +47,14 @@ impl WatchApi {
         }
     }
 
-    /// Every Pending pod, page by page, and the list's resource version to watch from.
-    pub(crate) async fn list_pending(&self) -> Result<(Vec<Value>, String), ApiError> {
+    /// The Pending pods, as the runtime's [`crate::runtime::Source`]: listed page by page
+    /// and watched with [`ApiSource::new`]'s bounds (500 a page, 10 s and 64 MiB a page,
+    /// watches of 290 s).
+    pub(crate) fn pending_pods(&self) -> ApiSource {
         let mut url = self.pods_url();
         url.query_pairs_mut()
             .append_pair("fieldSelector", FIELD_SELECTOR);
-        let list = self.api.list(&url, PAGE, REQUEST).await?;
-        Ok((list.items, list.resource_version))
-    }
-
-    /// Watch Pending pods from `resource_version`.
-    pub(crate) async fn watch(&self, resource_version: &str) -> Result<PodWatch, WatchError> {
-        let mut url = self.pods_url();
-        url.query_pairs_mut()
-            .append_pair("fieldSelector", FIELD_SELECTOR);
-        let limits = Limits::new(Duration::from_secs(WATCH_SECONDS + 30), MAX_BODY);
-        let stream = self
-            .api
-            .watch(&url, resource_version, WATCH_SECONDS, limits)
-            .await?;
-        Ok(PodWatch { stream })
+        ApiSource::new(self.api.clone(), url)
     }
 
     /// The labels of namespace `name` (`None`: it does not exist).
@@ -262,43 +240,6 @@ impl PodId {
     }
 }
 
-/// An open watch: events one at a time.
-pub(crate) struct PodWatch {
-    stream: WatchStream,
-}
-
-impl PodWatch {
-    /// The next event; `Ok(None)` when the server ended the watch (its timeout).
-    pub(crate) async fn next(&mut self) -> Result<Option<Event>, WatchError> {
-        Ok(self.stream.next().await?.map(|e| match e {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) => Event::Changed(o),
-            WatchEvent::Deleted(o) => Event::Deleted(o),
-            WatchEvent::Bookmark(rv) => Event::Bookmark(rv),
-        }))
-    }
-}
-
-impl Source for WatchApi {
-    type Watch = PodWatch;
-
-    fn list(&self) -> impl Future<Output = Result<(Vec<Value>, String), ApiError>> + Send {
-        self.list_pending()
-    }
-
-    fn watch(
-        &self,
-        resource_version: &str,
-    ) -> impl Future<Output = Result<PodWatch, WatchError>> + Send {
-        WatchApi::watch(self, resource_version)
-    }
-}
-
-impl Watch for PodWatch {
-    fn next(&mut self) -> impl Future<Output = Result<Option<Event>, WatchError>> + Send {
-        PodWatch::next(self)
-    }
-}
-
 /// The reconciler's API calls, as [`WatchApi`] makes them (see each method there for the
 /// request, its limits and its answers); the tests implement it in memory.
 pub(crate) trait Effects: Send + Sync + 'static {
@@ -335,8 +276,7 @@ impl Effects for WatchApi {
     fn namespace_labels(
         &self,
         name: &str,
-    ) -> impl Future<Output = Result<Option<serde_json::Map<String, Value>>, ApiError>> + Send
-    {
+    ) -> impl Future<Output = Result<Option<serde_json::Map<String, Value>>, ApiError>> + Send {
         WatchApi::namespace_labels(self, name)
     }
     fn mark(
@@ -367,36 +307,19 @@ impl Effects for WatchApi {
     }
 }
 
-/// RFC 3339 UTC with seconds, as the API writes timestamps.
+/// RFC 3339 UTC in whole seconds, as the API writes timestamps (`2026-12-01T13:22:34Z`).
+/// A time outside jiff's range (years -9999..=9999) is written as the epoch.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let ts = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    jiff::Timestamp::from_second(ts.as_second())
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
 }
 
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// A timestamp the API wrote (a condition's `lastTransitionTime`: RFC 3339); `None` when
+/// it does not read as one.
+pub(crate) fn parse_time(text: &str) -> Option<SystemTime> {
+    text.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
 }
 
 #[cfg(test)]
@@ -406,9 +329,19 @@ mod tests {
     #[test]
     fn timestamps() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_131_354);
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_131_354_750);
+        // Whole seconds, as the API keeps them.
         assert_eq!(rfc3339(t), "2026-12-01T13:22:34Z");
         let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            parse_time("2026-12-01T13:22:34Z"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_131_354))
+        );
+        assert_eq!(
+            parse_time("2026-12-01T14:22:34.5+01:00"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_131_354_500))
+        );
+        assert_eq!(parse_time("yesterday"), None);
     }
 }

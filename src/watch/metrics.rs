@@ -1,7 +1,9 @@
 //! The watch's Prometheus metrics (OpenMetrics text on `/metrics`).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::fmt::Write;
+
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -14,11 +16,52 @@ pub(crate) struct VerdictLabels {
     pub verdict: String,
 }
 
+/// What the watch did about a failing pod: the `action` label of
+/// `pullcheck_watch_actions_total` (docs/watch.md lists them).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Marked and deleted.
+    Deleted,
+    /// Marked, and the pod was gone (or replaced) by the delete.
+    AlreadyGone,
+    /// `--dry-run`: would have marked and deleted.
+    DryRun,
+    /// Only an Event (the decision table said so).
+    EventOnly,
+    /// The mark's precondition failed: the pod changed, another replica may act.
+    Conflict,
+    /// Held back by `--max-deletions-per-minute`.
+    RateLimited,
+    /// A mark or delete failed (retried).
+    Failed,
+}
+
+impl Action {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Action::Deleted => "deleted",
+            Action::AlreadyGone => "already_gone",
+            Action::DryRun => "dry_run",
+            Action::EventOnly => "event_only",
+            Action::Conflict => "conflict",
+            Action::RateLimited => "rate_limited",
+            Action::Failed => "failed",
+        }
+    }
+}
+
+impl EncodeLabelValue for Action {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
 /// Labels of `pullcheck_watch_actions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ActionLabels {
-    /// `deleted`, `dry_run`, `event_only`, `conflict`, `rate_limited`, `failed`.
-    pub action: String,
+    /// What was done.
+    pub action: Action,
 }
 
 /// Every metric the watch exports.
@@ -30,7 +73,8 @@ pub(crate) struct WatchMetrics {
     pub actions: Family<ActionLabels, Counter>,
     /// Seconds from the watch first seeing a pod's pull failure to deleting the pod.
     pub seconds_to_action: Histogram,
-    /// Watches restarted (expiry, errors).
+    /// Successful pod lists (the start, a 410, errors): the runtime's
+    /// [`crate::runtime::Status::lists`].
     pub relists: Counter,
 }
 
@@ -73,12 +117,14 @@ impl WatchMetrics {
     }
 
     /// Count one action.
-    pub(crate) fn action(&self, action: &str) {
-        self.actions
-            .get_or_create(&ActionLabels {
-                action: action.into(),
-            })
-            .inc();
+    pub(crate) fn action(&self, action: Action) {
+        self.actions.get_or_create(&ActionLabels { action }).inc();
+    }
+
+    /// How many times `action` was counted.
+    #[cfg(test)]
+    pub(crate) fn actions_of(&self, action: Action) -> u64 {
+        self.actions.get_or_create(&ActionLabels { action }).get()
     }
 
     /// The OpenMetrics text.

@@ -5,10 +5,12 @@
 //!   verdicts; [`decide`] applies the written decision table (docs/watch.md). Both pure.
 //! - [`pod`] reads what a pod object says (the failing container, the controller, the
 //!   marker); pure too.
-//! - [`controller`] lists and watches Pending pods through [`api`] and carries decisions out:
-//!   condition, Events, delete with a UID precondition.
-//! - [`serve`] runs the controller beside `/healthz`, `/readyz` and `/metrics`; [`once`]
-//!   reports what it would do, for `pullcheck watch --once`.
+//! - [`controller`] is the reconciler: for one pod, the decision carried out (condition,
+//!   Events, delete with a UID precondition) through [`api`]'s calls, with the wording of
+//!   [`text`] and the rate limit of [`ratelimit`].
+//! - [`serve`] runs it on the controller runtime ([`crate::runtime`]: list and watch of
+//!   Pending pods, per-pod queue, bounded concurrency) beside `/healthz`, `/readyz` and
+//!   `/metrics`; [`once`] reports what it would do, for `pullcheck watch --once`.
 
 pub(crate) mod api;
 pub(crate) mod classify;
@@ -16,8 +18,10 @@ pub(crate) mod controller;
 pub(crate) mod decide;
 mod metrics;
 pub(crate) mod pod;
+mod ratelimit;
 #[cfg(test)]
 mod recorded;
+pub(crate) mod text;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,8 +37,11 @@ use http::{StatusCode, header};
 use serde_json::{Value, json};
 
 pub(crate) use controller::Settings;
-use controller::{Assessment, assess, explain_failure, why_text};
+use controller::{Assessment, assess};
 use decide::Decision;
+use text::{explain_failure, why_text};
+
+use crate::runtime::Source;
 
 /// What `--once` found: one assessment per failing Pending pod in scope (the same
 /// `--namespace-label` scope as the running watch).
@@ -42,7 +49,7 @@ pub(crate) async fn once(
     api: &api::WatchApi,
     settings: &Settings,
 ) -> Result<Vec<Assessment>, api::ApiError> {
-    let (pods, _) = api.list_pending().await?;
+    let (pods, _) = api.pending_pods().list().await?;
     let now = SystemTime::now();
     let mut scope: HashMap<String, bool> = HashMap::new();
     let mut out = Vec::new();
@@ -260,8 +267,22 @@ pub(crate) async fn serve(
             ready: ready.clone(),
             metrics: metrics.clone(),
         });
-    let controller = controller::Controller::new(api, settings, metrics, ready);
-    let work = tokio::spawn(controller.run());
+    let status = crate::runtime::Status {
+        ready,
+        lists: metrics.relists.clone(),
+    };
+    let pods = api.pending_pods();
+    let reconciler = Arc::new(controller::PodReconciler::new(
+        api,
+        settings,
+        metrics,
+        crate::runtime::Clock::system(),
+    ));
+    let runtime = crate::runtime::Settings {
+        kind: "pods",
+        concurrency: controller::CONCURRENCY,
+    };
+    let work = tokio::spawn(crate::runtime::run(pods, reconciler, runtime, status));
     axum::serve(listener, app)
         .with_graceful_shutdown(crate::webhook::server::shutdown_signal())
         .await?;

@@ -424,7 +424,7 @@ mod tests {
         );
         assert_eq!(f.classification.verdict, Some(Verdict::NotFound));
         assert_eq!(
-            crate::watch::controller::explain_failure(&f, Verdict::NotFound),
+            crate::watch::text::explain_failure(&f, Verdict::NotFound),
             "container main: image volume weights r.io/model:v9: not_found (ErrImagePull: failed to resolve …: not found)"
         );
         // The container's own image failing: no volume, whatever the pod mounts.

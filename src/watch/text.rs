@@ -1,24 +1,12 @@
 //! The words the watch writes: the condition's and Events' text about a failure, why a
-//! failure is only reported, and what a pod wrote, escaped for a terminal or a log line.
+//! failure is only reported; what a pod wrote is escaped for a terminal or a log line by
+//! [`printable`] (the report's rule).
 
 use super::decide::{Owner, Why};
 use super::pod::Failure;
+// What a pod writes (image names, messages) is escaped by the same rule as every report line.
+pub(crate) use crate::report::printable;
 use crate::verdict::Verdict;
-
-/// `text` with control characters escaped (`\u{1b}`): image names and messages come from
-/// whoever writes a pod, and must not reach a terminal or a log line raw.
-pub(crate) fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
-}
 
 /// The text of the condition and the Events: the container, the image, what the kubelet
 /// said and what it means.

@@ -21,6 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("credentials", &["files"]),
     ("registry", &["credentials", "files", "manifest", "pem"]),
     ("apiserver", &["credentials", "files", "pem", "registry"]),
+    ("runtime", &["apiserver"]),
     ("k8s", &["files", "reference", "verdict"]),
     (
         "engine",
@@ -38,7 +39,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("report", &["engine", "verdict"]),
     (
         "watch",
-        &["apiserver", "k8s", "reference", "registry", "verdict"],
+        &[
+            "apiserver",
+            "k8s",
+            "reference",
+            "registry",
+            "report",
+            "runtime",
+            "verdict",
+        ],
     ),
     (
         "webhook",
