@@ -34,6 +34,9 @@ fn only_our_pending_checks_are_answered_and_only_with_quota() {
     .unwrap();
     assert_eq!(after["status"]["admissionChecks"][0]["state"], "Pending");
     assert_eq!(checks_to_answer(&after, &ours), Vec::<String>::new());
+    let mut deactivated = w.clone();
+    deactivated["spec"]["active"] = json!(false);
+    assert_eq!(checks_to_answer(&deactivated, &ours), Vec::<String>::new());
     assert_eq!(retry_count(&w, "image-check"), 0);
     let mut retried = w.clone();
     retried["status"]["admissionChecks"][0]["retryCount"] = json!(3);
