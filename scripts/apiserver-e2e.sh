@@ -24,6 +24,13 @@ bin=$(scripts/go-tools.sh etcd kube-apiserver kubectl helm)
 export PATH="$bin:$PATH"
 log "tools ready in $((SECONDS - t0))s: $(helm version --short), kubectl $(kubectl version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)".*/\1/p' | head -1)"
 
+# Kueue's CRDs (tests/integration/apiserver/kueue.rs): the pinned module's
+# config/components/crd/bases, downloaded through the module proxy, nothing built.
+KUEUE_VERSION=$(scripts/go-tools.sh --versions | sed -n 's/^kueue[[:space:]=:]*//p' | head -1)
+kueue_dir=$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@${KUEUE_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+export PULLCHECK_KUEUE_CRDS="$kueue_dir/config/components/crd/bases"
+[ -d "$PULLCHECK_KUEUE_CRDS" ] || { log "no Kueue CRDs under $kueue_dir"; exit 1; }
+
 # Build the test binary before the control plane runs (no apiserver idling meanwhile).
 cargo test --locked --test integration --no-run >&2
 

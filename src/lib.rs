@@ -13,13 +13,6 @@ pub mod credentials;
 mod engine;
 pub(crate) mod files;
 pub mod k8s;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the Kueue admission check's pure rules; its controller (issue 23) is not built yet"
-    )
-)]
 mod kueue;
 pub mod manifest;
 pub(crate) mod pem;

@@ -169,6 +169,17 @@ impl Verdict {
         )
     }
 
+    /// True for the failures no other credential can change (invalid reference, not found,
+    /// platform missing): what the Kueue admission check rejects on. Denied and
+    /// unauthenticated are permanent for a pod, but the nodes may hold credentials
+    /// pullcheck lacks.
+    pub(crate) fn is_permanent_failure(self) -> bool {
+        matches!(
+            self,
+            Verdict::InvalidReference | Verdict::NotFound | Verdict::PlatformMissing
+        )
+    }
+
     /// How informative a failed attempt is, when several credentials were tried for one
     /// image (higher wins). The rule: not-found or platform-missing over denied over
     /// unauthenticated. A transient attempt ranks above denied and unauthenticated because

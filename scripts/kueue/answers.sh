@@ -24,46 +24,13 @@ OUT=${OUT:-/tmp/pullcheck-kueue-answers}
 log() { printf '[kueue-answers] %s\n' "$*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
 
-bin=$("$ROOT/scripts/go-tools.sh" etcd kube-apiserver kubectl kueue)
-export PATH="$bin:$PATH"
-kueue_dir=$(GOFLAGS=-mod=mod go mod download -json sigs.k8s.io/kueue@v0.19.2 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-[ -d "$kueue_dir/config/components/crd/bases" ] || fail "no Kueue CRDs under $kueue_dir"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/pullcheck-kueue.XXXXXX")
-export PULLCHECK_CP_DIR="$work/cp"
-kueue_pid=
-cleanup() {
-  [ -z "$kueue_pid" ] || kill "$kueue_pid" 2>/dev/null || true
-  "$ROOT/scripts/control-plane.sh" stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pullcheck-kueue.XXXXXX")
+work=$WORK
+# shellcheck source=scripts/kueue/lib.sh
+. "$HERE/lib.sh"
+cleanup() { kueue_stop; rm -rf "$WORK"; }
 trap cleanup EXIT
-eval "$("$ROOT/scripts/control-plane.sh" start)"
-kubectl apply --server-side -f "$kueue_dir/config/components/crd/bases/" >/dev/null
-
-make_tls "$work/tls"
-mkdir -p "$work/certs" /etc/kueue/metrics/certs /visibility
-for d in "$work/certs" /etc/kueue/metrics/certs /visibility; do
-  cp "$work/tls/server.crt" "$d/tls.crt"; cp "$work/tls/server.key" "$d/tls.key"
-done
-health=$(free_port); webhook=$(free_port "$health")
-cat > "$work/config.yaml" <<YAML
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-namespace: kueue-system
-health: {healthProbeBindAddress: "127.0.0.1:$health"}
-metrics: {bindAddress: "0"}
-webhook: {port: $webhook, host: 127.0.0.1, certDir: $work/certs}
-leaderElection: {leaderElect: false}
-internalCertManagement: {enable: false}
-integrations: {frameworks: ["batch/job"]}
-YAML
-kubectl create namespace kueue-system >/dev/null
-kueue --config "$work/config.yaml" --kubeconfig "$KUBECONFIG" > "$work/kueue.log" 2>&1 &
-kueue_pid=$!
-for _ in $(seq 60); do curl -fs "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break; sleep 1; done
-curl -fs "http://127.0.0.1:$health/readyz" >/dev/null || { tail -20 "$work/kueue.log" >&2; fail "Kueue not ready"; }
-log "Kueue ready"
+kueue_start
 
 kubectl apply -f "$HERE/queues.yaml" >/dev/null
 inactive=$(kubectl get clusterqueue gpu -o jsonpath='{.status.conditions[?(@.type=="Active")].reason}')
@@ -80,8 +47,8 @@ answer() {
   local job=$1 state=$2 message=$3 wl rv
   sed "s/@NAME@/$job/" "$HERE/job.yaml" | kubectl apply -f - >/dev/null
   for _ in $(seq 40); do
-    wl=$(kubectl get workloads -n team-a -o jsonpath="{.items[?(@.metadata.ownerReferences[0].name==\"$job\")].metadata.name}")
-    [ -n "$wl" ] && [ "$(kubectl get workload -n team-a "$wl" -o jsonpath='{.status.conditions[?(@.type=="QuotaReserved")].status}')" = True ] && break
+    wl=$(wl_of team-a "$job")
+    [ -n "$wl" ] && [ "$(wl_cond team-a "$wl" QuotaReserved status)" = True ] && break
     sleep 0.5
   done
   [ -n "$wl" ] || fail "$job: no Workload"
@@ -97,7 +64,7 @@ answer() {
   kubectl get workload -n team-a "$wl" -o json > "$OUT/$job-after.json"
   echo "$wl"
 }
-cond() { kubectl get workload -n team-a "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].$3}"; }
+cond() { wl_cond team-a "$@"; }
 
 wl=$(answer rejected Rejected "r.example/app:nope: not_found (pullcheck)")
 [ "$(kubectl get workload -n team-a "$wl" -o jsonpath='{.spec.active}')" = false ] || fail "Rejected: spec.active is not false"

@@ -12,6 +12,7 @@ pub(crate) mod client;
 pub(crate) mod error;
 pub(crate) mod exec;
 pub(crate) mod kubeconfig;
+pub(crate) mod time;
 
 use std::path::{Path, PathBuf};
 

@@ -208,6 +208,23 @@ match."
     )]
     pub pin_digests: bool,
 
+    /// Also answer Kueue AdmissionChecks whose controllerName is pullcheck.io/image-check.
+    #[arg(
+        long = "kueue-admission-check",
+        help_heading = "Kueue",
+        long_help = "Run the Kueue admission-check controller in this process (docs/kueue.md): keep the Active condition of every AdmissionCheck whose spec.controllerName is pullcheck.io/image-check, and answer those checks on Workloads that hold quota: Rejected for an image that is not found, has no manifest for the pod set's platform (its assigned ResourceFlavor's kubernetes.io/arch) or is invalid; Retry for a registry that doesn't answer; Ready otherwise (denied or unauthenticated: Ready, not verified, unless --kueue-reject-unproven). Needs the Kubernetes API and the RBAC in docs/kueue.md."
+    )]
+    pub kueue_admission_check: bool,
+
+    /// Reject, not admit, a Kueue workload whose image is denied or unauthenticated.
+    #[arg(
+        long = "kueue-reject-unproven",
+        requires = "kueue_admission_check",
+        help_heading = "Kueue",
+        long_help = "Answer Rejected for an image pullcheck is denied or not authenticated for (and for unreadable pull secrets). Only for clusters whose nodes hold no credentials pullcheck lacks (no kubelet credential provider, no node-wide config.json): otherwise a healthy workload is deactivated on a guess. Off by default: such images are answered Ready, not verified."
+    )]
+    pub kueue_reject_unproven: bool,
+
     /// Only these registry hosts may be contacted (repeatable; `host` or `*.domain`).
     #[arg(
         long = "allow-registry",
@@ -455,6 +472,15 @@ impl WebhookArgs {
     }
 }
 
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Run the webhook until SIGTERM. Exit 0 after a clean drain; configuration problems are
 /// usage errors (exit 2).
 pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
@@ -469,7 +495,36 @@ pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
         eprintln!("pullcheck webhook: warning: {w}");
     }
     let guard = Guard::new(a.guard_policy());
-    crate::webhook::serve(config, guard)
+    let kueue = match (a.kueue_admission_check, &config.apiserver) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(UsageError(
+                "--kueue-admission-check needs the Kubernetes API: run in a cluster, or pass --kubeconfig FILE or --apiserver URL".into(),
+            )
+            .into());
+        }
+        (true, Some(api)) => {
+            Some(crate::apiserver::ApiClient::new(api).map_err(|e| UsageError(e.to_string()))?)
+        }
+    };
+    let unproven = if a.kueue_reject_unproven {
+        crate::kueue::UnprovenPolicy::Reject
+    } else {
+        crate::kueue::UnprovenPolicy::AssumeReady
+    };
+    let state = std::sync::Arc::new(
+        crate::webhook::handler::WebhookState::new(config, guard)
+            .map_err(|e| UsageError(e.to_string()))?,
+    );
+    // The admission check runs beside the server and ends with it (aborted on drop).
+    let _check = kueue.map(|client| {
+        AbortOnDrop(tokio::spawn(crate::kueue::run(
+            state.clone(),
+            client,
+            unproven,
+        )))
+    });
+    crate::webhook::server::serve(state)
         .await
         .map_err(|e| UsageError(e.to_string()))?;
     Ok(code::OK)

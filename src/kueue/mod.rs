@@ -10,13 +10,62 @@
 //! required `message` and `lastTransitionTime`, optional `requeueAfterSeconds`;
 //! `admissioncheck_types.go` `CheckState`; `resourceflavor_types.go` `NodeLabels`).
 
+pub(crate) mod api;
+pub(crate) mod controller;
+pub(crate) mod images;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::k8s::templates::{ImageUse, template_images};
 use crate::platform::Platform;
 use crate::verdict::Verdict;
+
+/// Run the admission check until the task running it is aborted: the AdmissionChecks and
+/// the Workloads of every namespace, each on its own runtime loop ([`crate::runtime::run`]),
+/// the images resolved by the webhook's `state`.
+pub(crate) async fn run(
+    state: std::sync::Arc<crate::webhook::handler::WebhookState>,
+    client: crate::apiserver::ApiClient,
+    unproven: UnprovenPolicy,
+) {
+    use crate::runtime::{self, Clock, Settings, Status, api::ApiSource};
+    use std::sync::Arc;
+    let api = Arc::new(api::KueueClient::new(client.clone()));
+    let checks = ApiSource::new(client.clone(), api.url(None, "admissionchecks", &[]));
+    let workloads = ApiSource::new(client, api.url(None, "workloads", &[]));
+    let answers = controller::WorkloadReconciler::new(
+        api.clone(),
+        images::WebhookImages::new(state),
+        unproven,
+        Clock::system(),
+    );
+    let active = controller::CheckReconciler::new(api, Clock::system());
+    tracing::info!(
+        controller = controller::CONTROLLER_NAME,
+        "answering Kueue admission checks"
+    );
+    tokio::join!(
+        runtime::run(
+            checks,
+            Arc::new(active),
+            Settings {
+                kind: "admissionchecks",
+                concurrency: 2,
+            },
+            Status::default(),
+        ),
+        runtime::run(
+            workloads,
+            Arc::new(answers),
+            Settings {
+                kind: "workloads",
+                concurrency: 8,
+            },
+            Status::default(),
+        ),
+    );
+}
 
 /// Kueue's API group and version.
 pub(crate) const API_VERSION: &str = "kueue.x-k8s.io/v1beta2";
@@ -85,76 +134,102 @@ pub(crate) enum UnprovenPolicy {
     Reject,
 }
 
-/// The answer for a workload whose pulled images got these verdicts (`(image, verdict)`,
-/// in pod-set order), on its `retry`-th Retry so far (0 for the first).
+/// What resolving one image gave, as the admission check weighs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The engine's verdict.
+    Verdict(Verdict),
+    /// No verdict in time (the registry or the pull secrets too slow): ask again.
+    NoTime,
+    /// A pull secret could not be read or decoded and the image was not pullable with the
+    /// others: not proven either way, and asking again gives the same answer.
+    Credentials,
+}
+
+/// One resolved image: the line that says what happened (`CONTAINER: IMAGE: VERDICT
+/// (DETAIL)`, as the webhook and the init container write it) and what it weighs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    /// The line.
+    pub line: String,
+    /// What it weighs.
+    pub found: Found,
+}
+
+/// The answer for a workload whose pulled images resolved as `images` (pod-set order), on
+/// its `retry`-th Retry so far (0 for the first).
 ///
 /// - any permanent failure the check can prove (invalid reference, not found, platform
-///   missing) → Rejected, naming the first such image;
-/// - else any transient failure → Retry, with a delay of [`FIRST_REQUEUE`] doubled per
-///   earlier retry, at most [`MAX_REQUEUE`];
-/// - else denied or unauthenticated → per `unproven`;
+///   missing) → Rejected, with that image's line;
+/// - else any transient failure, or no verdict in time → Retry, with a delay of
+///   [`FIRST_REQUEUE`] doubled per earlier retry, at most [`MAX_REQUEUE`];
+/// - else denied, unauthenticated, or unreadable pull secrets → per `unproven`;
 /// - else (every image pullable, or no image at all) → Ready.
-pub(crate) fn decide(
-    verdicts: &[(String, Verdict)],
-    retry: u32,
-    unproven: UnprovenPolicy,
-) -> Answer {
-    let first = |f: &dyn Fn(Verdict) -> bool| verdicts.iter().find(|(_, v)| f(*v));
-    let proven = |v: Verdict| {
-        matches!(
-            v,
-            Verdict::InvalidReference | Verdict::NotFound | Verdict::PlatformMissing
-        )
-    };
-    if let Some((image, v)) = first(&proven) {
+pub(crate) fn decide(images: &[Resolved], retry: u32, unproven: UnprovenPolicy) -> Answer {
+    let first = |f: &dyn Fn(Found) -> bool| images.iter().find(|r| f(r.found));
+    let proven = |f: Found| matches!(f, Found::Verdict(v) if v.is_permanent_failure());
+    if let Some(r) = first(&proven) {
         return Answer {
             state: CheckState::Rejected,
-            message: format!("{image}: {} (pullcheck)", v.as_str()),
+            message: format!("pullcheck: {}", r.line),
             requeue_after: None,
         };
     }
-    if let Some((image, _)) = first(&|v| v == Verdict::Transient) {
+    if let Some(r) = first(&|f| matches!(f, Found::Verdict(Verdict::Transient) | Found::NoTime)) {
         let delay = FIRST_REQUEUE
             .saturating_mul(1 << retry.min(16))
             .min(MAX_REQUEUE);
         return Answer {
             state: CheckState::Retry,
             message: format!(
-                "{image}: transient (registry unreachable or overloaded); asking again in {}s (pullcheck)",
+                "pullcheck: {}; asking again in {}s",
+                r.line,
                 delay.as_secs()
             ),
             requeue_after: Some(delay),
         };
     }
-    if let Some((image, v)) = first(&|v| matches!(v, Verdict::Denied | Verdict::Unauthenticated)) {
+    let unproven_found = |f: Found| {
+        matches!(
+            f,
+            Found::Verdict(Verdict::Denied | Verdict::Unauthenticated) | Found::Credentials
+        )
+    };
+    if let Some(r) = first(&unproven_found) {
         return match unproven {
             UnprovenPolicy::AssumeReady => Answer {
                 state: CheckState::Ready,
                 message: format!(
-                    "{image}: {} with the credentials pullcheck sees; not verified, admitted (the nodes may hold others) (pullcheck)",
-                    v.as_str()
+                    "pullcheck: {}; not verified, admitted (the nodes may hold credentials pullcheck lacks)",
+                    r.line
                 ),
                 requeue_after: None,
             },
             UnprovenPolicy::Reject => Answer {
                 state: CheckState::Rejected,
-                message: format!("{image}: {} (pullcheck)", v.as_str()),
+                message: format!("pullcheck: {}", r.line),
                 requeue_after: None,
             },
         };
     }
     Answer {
         state: CheckState::Ready,
-        message: format!("{} images pullable (pullcheck)", verdicts.len()),
+        message: format!("pullcheck: {} images pullable", images.len()),
         requeue_after: None,
     }
 }
 
 /// The names of this Workload's checks that pullcheck must answer now: those in `ours`
 /// (the AdmissionChecks whose `spec.controllerName` is `pullcheck.io/image-check`) still `Pending`,
-/// and only while the workload holds quota (`QuotaReserved` True): Kueue runs admission
-/// checks between quota reservation and admission.
+/// and only while the workload holds quota (`QuotaReserved` True) and is active: Kueue runs
+/// admission checks between quota reservation and admission.
 pub(crate) fn checks_to_answer(workload: &Value, ours: &[String]) -> Vec<String> {
+    // A deactivated workload (ours Rejected it, or its user did) holds nothing and is not
+    // admitted: Kueue resets the entry to Pending while evicting it, before its quota is
+    // released, and answering that again only writes twice (measured with Kueue v0.19.2).
+    if workload.pointer("/spec/active") == Some(&Value::Bool(false)) {
+        return Vec::new();
+    }
     let reserved = workload
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -194,50 +269,22 @@ pub(crate) fn retry_count(workload: &Value, name: &str) -> u32 {
         .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
-/// Every image the workload's pod sets pull (`spec.podSets[].template`: Kueue holds the
-/// final pod templates there for every kind it integrates), `Never` images left out as the
-/// kubelet leaves them.
-pub(crate) fn images(workload: &Value) -> Vec<ImageUse> {
-    let mut out = Vec::new();
-    for (i, set) in workload
-        .pointer("/spec/podSets")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if let Some(t) = set.get("template") {
-            out.extend(
-                template_images(t, &format!("/spec/podSets/{i}/template"))
-                    .into_iter()
-                    .filter(ImageUse::is_pulled),
-            );
-        }
-    }
-    out
-}
-
-/// The ResourceFlavor names assigned to each pod set
-/// (`status.admission.podSetAssignments[].flavors`, a map resource → flavor), deduplicated,
-/// in order.
-pub(crate) fn assigned_flavors(workload: &Value) -> Vec<String> {
+/// The ResourceFlavors assigned to pod set `name` (its `podSetAssignments` entry's
+/// `flavors`, a map resource → flavor), deduplicated, in order.
+pub(crate) fn pod_set_flavors(workload: &Value, name: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for a in workload
+    for f in workload
         .pointer("/status/admission/podSetAssignments")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .filter(|a| a.get("name").and_then(Value::as_str) == Some(name))
+        .filter_map(|a| a.get("flavors").and_then(Value::as_object))
+        .flat_map(|m| m.values())
+        .filter_map(Value::as_str)
     {
-        for f in a
-            .get("flavors")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|m| m.values())
-            .filter_map(Value::as_str)
-        {
-            if !out.iter().any(|o| o == f) {
-                out.push(f.to_string());
-            }
+        if !out.iter().any(|o| o == f) {
+            out.push(f.to_string());
         }
     }
     out

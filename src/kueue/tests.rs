@@ -10,8 +10,11 @@ fn workload() -> Value {
     .unwrap()
 }
 
-fn v(image: &str, verdict: Verdict) -> (String, Verdict) {
-    (image.to_string(), verdict)
+fn v(image: &str, verdict: Verdict) -> Resolved {
+    Resolved {
+        line: format!("main: {image}: {} (why)", verdict.as_str()),
+        found: Found::Verdict(verdict),
+    }
 }
 
 #[test]
@@ -31,6 +34,9 @@ fn only_our_pending_checks_are_answered_and_only_with_quota() {
     .unwrap();
     assert_eq!(after["status"]["admissionChecks"][0]["state"], "Pending");
     assert_eq!(checks_to_answer(&after, &ours), Vec::<String>::new());
+    let mut deactivated = w.clone();
+    deactivated["spec"]["active"] = json!(false);
+    assert_eq!(checks_to_answer(&deactivated, &ours), Vec::<String>::new());
     assert_eq!(retry_count(&w, "image-check"), 0);
     let mut retried = w.clone();
     retried["status"]["admissionChecks"][0]["retryCount"] = json!(3);
@@ -38,41 +44,12 @@ fn only_our_pending_checks_are_answered_and_only_with_quota() {
 }
 
 #[test]
-fn every_pulled_image_of_every_pod_set_init_and_volumes_included() {
-    let pulled = |w: &Value| -> Vec<(String, String)> {
-        images(w)
-            .into_iter()
-            .map(|u| (u.image, u.pointer))
-            .collect()
-    };
-    let w = workload();
-    assert_eq!(
-        pulled(&w),
-        vec![
-            (
-                "ghcr.io/pullcheck/pullcheck:0.9".to_string(),
-                "/spec/podSets/0/template/spec/initContainers/0/image".to_string()
-            ),
-            (
-                "registry.example/ml/trainer:v3".to_string(),
-                "/spec/podSets/0/template/spec/containers/0/image".to_string()
-            ),
-            (
-                "registry.example/models/llm:7b".to_string(),
-                "/spec/podSets/0/template/spec/volumes/0/image/reference".to_string()
-            ),
-        ]
-    );
-    // A `Never` image is left out, as the kubelet never pulls it.
-    let mut never = w.clone();
-    never["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
-        json!("Never");
-    assert_eq!(pulled(&never).len(), 2);
-}
-
-#[test]
 fn the_assigned_flavor_pins_the_platform() {
-    assert_eq!(assigned_flavors(&workload()), vec!["arm-nodes".to_string()]);
+    assert_eq!(
+        pod_set_flavors(&workload(), "main"),
+        vec!["arm-nodes".to_string()]
+    );
+    assert_eq!(pod_set_flavors(&workload(), "other"), Vec::<String>::new());
     let flavor = json!({"spec": {"nodeLabels": {"kubernetes.io/arch": "arm64", "cloud.example/pool": "gpu"}}});
     assert_eq!(
         flavor_platform(&flavor).map(|p| p.to_string()).as_deref(),
@@ -88,14 +65,14 @@ fn the_assigned_flavor_pins_the_platform() {
 #[test]
 fn verdicts_map_to_check_states() {
     use CheckState::*;
-    let d = |vs: &[(String, Verdict)], retry| decide(vs, retry, UnprovenPolicy::AssumeReady);
+    let d = |vs: &[Resolved], retry| decide(vs, retry, UnprovenPolicy::AssumeReady);
     let ok = d(
         &[v("a:1", Verdict::Pullable), v("b:1", Verdict::Pullable)],
         0,
     );
     assert_eq!(
         (ok.state, ok.message.as_str()),
-        (Ready, "2 images pullable (pullcheck)")
+        (Ready, "pullcheck: 2 images pullable")
     );
     let missing = d(
         &[v("a:1", Verdict::Transient), v("b:1", Verdict::NotFound)],
@@ -107,7 +84,7 @@ fn verdicts_map_to_check_states() {
             missing.message.as_str(),
             missing.requeue_after
         ),
-        (Rejected, "b:1: not_found (pullcheck)", None)
+        (Rejected, "pullcheck: main: b:1: not_found (why)", None)
     );
     let platform = d(&[v("c:1", Verdict::PlatformMissing)], 0);
     assert_eq!(platform.state, Rejected);
@@ -118,7 +95,7 @@ fn verdicts_map_to_check_states() {
     );
     assert_eq!(
         down.message,
-        "a:1: transient (registry unreachable or overloaded); asking again in 30s (pullcheck)"
+        "pullcheck: main: a:1: transient (why); asking again in 30s"
     );
     assert_eq!(
         d(&[v("a:1", Verdict::Transient)], 2).requeue_after,
@@ -133,7 +110,7 @@ fn verdicts_map_to_check_states() {
     assert_eq!(denied.state, Ready);
     assert_eq!(
         denied.message,
-        "p:1: denied with the credentials pullcheck sees; not verified, admitted (the nodes may hold others) (pullcheck)"
+        "pullcheck: main: p:1: denied (why); not verified, admitted (the nodes may hold credentials pullcheck lacks)"
     );
     let strict = decide(
         &[v("p:1", Verdict::Unauthenticated)],
@@ -142,9 +119,27 @@ fn verdicts_map_to_check_states() {
     );
     assert_eq!(
         (strict.state, strict.message.as_str()),
-        (Rejected, "p:1: unauthenticated (pullcheck)")
+        (Rejected, "pullcheck: main: p:1: unauthenticated (why)")
     );
     assert_eq!(d(&[], 0).state, Ready);
+    // No verdict in time is asked again; unreadable pull secrets are not (the same secrets
+    // give the same answer) and are never a rejection.
+    let slow = Resolved {
+        line: "main: a:1: transient (no verdict within 30s)".into(),
+        found: Found::NoTime,
+    };
+    assert_eq!(d(&[slow], 1).requeue_after, Some(Duration::from_secs(60)));
+    let secrets = Resolved {
+        line: "main: a:1: transient (secret team/pull: data[.dockerconfigjson] is not base64)"
+            .into(),
+        found: Found::Credentials,
+    };
+    let unproven = d(&[v("b:1", Verdict::Pullable), secrets.clone()], 0);
+    assert_eq!(unproven.state, Ready);
+    assert_eq!(
+        decide(&[secrets], 0, UnprovenPolicy::Reject).state,
+        Rejected
+    );
 }
 
 #[test]

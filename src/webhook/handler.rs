@@ -23,7 +23,7 @@ use super::engines::platforms_key;
 use super::metrics::Metrics;
 use super::platforms::template_platforms;
 use super::restart_rules;
-use super::review::{self, Checked, ImageCheck, Policy};
+use super::review::{self, Checked, ImageCheck, Policy, Unchecked};
 use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::credentials::Keychain;
 use crate::credentials::provider::Workload;
@@ -360,27 +360,12 @@ struct ImageToResolve {
 /// The pod templates of `obj` and, in document order, the images of each that the kubelet
 /// would pull ([`crate::k8s::templates::ImageUse::is_pulled`]).
 fn images_to_resolve<'a>(obj: &'a Value, table: &Table) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
-    let mut templates: Vec<&Value> = Vec::new();
-    let mut images = Vec::new();
-    for t in pod_templates(obj, table) {
-        let Some(template) = obj.pointer(&t.pointer) else {
-            continue;
-        };
-        let index = templates.len();
-        templates.push(template);
-        for u in template_images(template, &t.pointer) {
-            if !u.is_pulled() {
-                continue;
-            }
-            images.push(ImageToResolve {
-                container: u.container,
-                image: u.image,
-                pointer: u.pointer,
-                template: index,
-            });
-        }
-    }
-    (templates, images)
+    let found: Vec<(&Value, String)> = pod_templates(obj, table)
+        .into_iter()
+        .filter_map(|t| Some((obj.pointer(&t.pointer)?, t.pointer)))
+        .collect();
+    let templates: Vec<(&Value, &str)> = found.iter().map(|(t, p)| (*t, p.as_str())).collect();
+    images_of(&templates)
 }
 
 /// Resolve every image of `obj` within the budget. Returns the checks (in document order)
@@ -393,6 +378,63 @@ async fn resolve(
     budget: Duration,
 ) -> (Vec<ImageCheck>, Vec<String>) {
     let cfg = &state.config;
+    let (templates, pending) = images_to_resolve(obj, &cfg.table);
+    let platforms: Vec<Vec<Platform>> = templates
+        .iter()
+        .map(|t| template_platforms(t, &cfg.cluster_platforms))
+        .collect();
+    resolve_templates(
+        state, namespace, &templates, &platforms, pending, started, budget,
+    )
+    .await
+}
+
+/// Every pulled image of these pod templates of `namespace` ([`images_of`]), each template
+/// for its own platforms (`platforms[i]` for `templates[i]`; the Kueue admission check
+/// gives a pod set's assigned flavor's), resolved as [`admit`] resolves them: the
+/// template's pull secrets, the verdict cache, the budget. The checks in template order.
+pub(crate) async fn resolve_pod_templates(
+    state: &WebhookState,
+    namespace: &str,
+    templates: &[(&Value, &str)],
+    platforms: &[Vec<Platform>],
+    budget: Duration,
+) -> (Vec<ImageCheck>, Vec<String>) {
+    let started = Instant::now();
+    let (refs, pending) = images_of(templates);
+    resolve_templates(state, namespace, &refs, platforms, pending, started, budget).await
+}
+
+/// The templates and their pulled images, as [`images_to_resolve`] gives them for an
+/// object's own templates: `(template, its JSON pointer)`.
+fn images_of<'a>(templates: &[(&'a Value, &str)]) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
+    let mut images = Vec::new();
+    for (index, (template, pointer)) in templates.iter().enumerate() {
+        for u in template_images(template, pointer) {
+            if u.is_pulled() {
+                images.push(ImageToResolve {
+                    container: u.container,
+                    image: u.image,
+                    pointer: u.pointer,
+                    template: index,
+                });
+            }
+        }
+    }
+    (templates.iter().map(|(t, _)| *t).collect(), images)
+}
+
+/// The images `pending` of `templates`, resolved within the budget.
+async fn resolve_templates(
+    state: &WebhookState,
+    namespace: &str,
+    templates: &[&Value],
+    platforms: &[Vec<Platform>],
+    pending: Vec<ImageToResolve>,
+    started: Instant,
+    budget: Duration,
+) -> (Vec<ImageCheck>, Vec<String>) {
+    let cfg = &state.config;
     let by = answer_by(started, budget);
     let engine_by = engine_deadline(started, budget);
     let budget_text = format!(
@@ -400,7 +442,6 @@ async fn resolve(
         budget.as_secs_f64()
     );
     let mut notes = Vec::new();
-    let (templates, pending) = images_to_resolve(obj, &cfg.table);
     // Credentials, one lookup per template (the API reads are cached and coalesced).
     let creds: Vec<TemplateCredentials> = match &state.cluster {
         None => templates
@@ -422,9 +463,10 @@ async fn resolve(
                             container: j.container,
                             image: j.image,
                             pointer: j.pointer,
-                            result: Checked::NotVerified(format!(
-                                "pull secrets not read in time; {budget_text}"
-                            )),
+                            result: Checked::NotVerified(
+                                Unchecked::NoTime,
+                                format!("pull secrets not read in time; {budget_text}"),
+                            ),
                         })
                         .collect();
                     return (checks, notes);
@@ -439,11 +481,6 @@ async fn resolve(
             }
         }
     }
-    let platforms: Vec<Vec<Platform>> = templates
-        .iter()
-        .map(|t| template_platforms(t, &cfg.cluster_platforms))
-        .collect();
-
     let mut results: Vec<Option<Checked>> = vec![None; pending.len()];
     {
         let mut futures: Vec<BoxFuture<'_, (usize, Checked)>> = Vec::with_capacity(pending.len());
@@ -473,7 +510,7 @@ async fn resolve(
         .map(|(j, r)| {
             let result = r.unwrap_or_else(|| {
                 state.metrics.budget_exhausted.inc();
-                Checked::NotVerified(budget_text.clone())
+                Checked::NotVerified(Unchecked::NoTime, budget_text.clone())
             });
             ImageCheck {
                 container: j.container,
@@ -556,7 +593,10 @@ async fn check_image(
     metrics.cache("verdict", hit);
     let found = (*found).clone();
     if found.verdict != Verdict::Pullable && !creds.problems.is_empty() {
-        return Checked::NotVerified(format!("{}; {}", found.detail, creds.problems.join("; ")));
+        return Checked::NotVerified(
+            Unchecked::Credentials,
+            format!("{}; {}", found.detail, creds.problems.join("; ")),
+        );
     }
     Checked::Done(Box::new(found))
 }

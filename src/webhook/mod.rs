@@ -27,8 +27,6 @@ pub mod review;
 pub(crate) mod server;
 pub mod triage;
 
-use std::sync::Arc;
-
 pub use config::{Config, Mode};
 pub use restart_rules::ProbeTarget;
 
@@ -44,15 +42,4 @@ pub(crate) enum WebhookError {
     /// The HTTPS server could not start or failed.
     #[error(transparent)]
     Serve(#[from] server::ServeError),
-}
-
-/// Serve the admission webhook with `config` until SIGTERM, contacting registries only
-/// through `guard`; returns once in-flight requests have drained.
-pub(crate) async fn serve(
-    config: Config,
-    guard: crate::registry::guard::Guard,
-) -> Result<(), WebhookError> {
-    let state = handler::WebhookState::new(config, guard)?;
-    server::serve(Arc::new(state)).await?;
-    Ok(())
 }

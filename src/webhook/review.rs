@@ -54,8 +54,20 @@ pub fn lint_notes(obj: &Value, table: &Table) -> Vec<String> {
 pub(crate) enum Checked {
     /// The engine's verdict (a transient one counts as not verified).
     Done(Box<Outcome>),
-    /// No verdict in time, or the credentials could not be read: why.
-    NotVerified(String),
+    /// No verdict: why not, and the sentence that says so.
+    NotVerified(Unchecked, String),
+}
+
+/// Why an image got no verdict. The Kueue admission check answers them differently: no
+/// time is worth asking again (Retry); unreadable credentials are not (the same secrets
+/// give the same answer), so the image is not proven unpullable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unchecked {
+    /// The budget ran out (pull secrets or the registry too slow).
+    NoTime,
+    /// A pull secret could not be read or decoded, and the image was not pullable with
+    /// the others.
+    Credentials,
 }
 
 /// One image use in the object, with its result.
@@ -81,7 +93,7 @@ impl ImageCheck {
     pub(crate) fn unverified(&self) -> bool {
         match &self.result {
             Checked::Done(o) => o.verdict == Verdict::Transient,
-            Checked::NotVerified(_) => true,
+            Checked::NotVerified(..) => true,
         }
     }
 
@@ -89,7 +101,7 @@ impl ImageCheck {
     pub(crate) fn line(&self) -> String {
         let (verdict, detail) = match &self.result {
             Checked::Done(o) => (o.verdict.as_str(), o.detail.as_str()),
-            Checked::NotVerified(why) => (Verdict::Transient.as_str(), why.as_str()),
+            Checked::NotVerified(_, why) => (Verdict::Transient.as_str(), why.as_str()),
         };
         format!("{}: {}: {verdict} ({detail})", self.container, self.image)
     }
@@ -214,7 +226,7 @@ pub fn validate(
             } else {
                 let why = match &c.result {
                     Checked::Done(o) => o.detail.clone(),
-                    Checked::NotVerified(w) => w.clone(),
+                    Checked::NotVerified(_, w) => w.clone(),
                 };
                 warnings.push(Warning::Unverified(format!(
                     "{}: {} ({why})",
@@ -429,7 +441,7 @@ mod tests {
             check(
                 "side",
                 "r.example/side:v1",
-                Checked::NotVerified("no verdict within the 8s budget".into()),
+                Checked::NotVerified(Unchecked::NoTime, "no verdict within the 8s budget".into()),
             ),
         ];
         let notes = [
@@ -531,7 +543,7 @@ and check show them"
             check(
                 "main",
                 "r.example/app:v1",
-                Checked::NotVerified("no verdict within the 8s budget".into()),
+                Checked::NotVerified(Unchecked::NoTime, "no verdict within the 8s budget".into()),
             ),
             check(
                 "side",

@@ -13,6 +13,7 @@
 //! runs all of its checks and then fails with every failed check listed, so one broken
 //! value does not hide the next one.
 
+mod admission_check;
 mod checks;
 mod credential_providers;
 mod options;

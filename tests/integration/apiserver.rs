@@ -26,6 +26,7 @@
 
 mod handover;
 mod kubeconfig;
+mod kueue;
 mod providers;
 mod restart_rules;
 mod watch;
@@ -304,30 +305,29 @@ fn setup() -> Env {
 
 fn install_crds() {
     let dir = format!("{}/tests/data/crds", repo());
-    for file in [
-        "kubeflow.org_pytorchjobs.yaml",
-        "jobset.x-k8s.io_jobsets.yaml",
-    ] {
+    apply_crds(
+        &[
+            &format!("{dir}/kubeflow.org_pytorchjobs.yaml"),
+            &format!("{dir}/jobset.x-k8s.io_jobsets.yaml"),
+        ],
+        &["pytorchjobs.kubeflow.org", "jobsets.jobset.x-k8s.io"],
+    );
+}
+
+/// Apply CRD files (or directories) and wait until `names` are Established and served.
+fn apply_crds(files: &[&str], names: &[&str]) {
+    for file in files {
         // Server-side: the CRDs are too big for the last-applied annotation.
-        kubectl_ok(
-            &["apply", "--server-side", "-f", &format!("{dir}/{file}")],
-            None,
-        );
+        kubectl_ok(&["apply", "--server-side", "-f", file], None);
     }
     // `kubectl wait` fails at once ("<nil> is of the type <nil>") on a CRD the API server
     // has not given a status yet, instead of waiting: ask again until it waits.
+    let crds: Vec<String> = names.iter().map(|n| format!("crd/{n}")).collect();
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    args.extend(crds.iter().map(String::as_str));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let o = kubectl(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/pytorchjobs.kubeflow.org",
-                "crd/jobsets.jobset.x-k8s.io",
-            ],
-            None,
-        );
+        let o = kubectl(&args, None);
         if o.ok {
             break;
         }
@@ -339,9 +339,11 @@ fn install_crds() {
         std::thread::sleep(Duration::from_millis(250));
     }
     // Discovery catches up a little after Established.
+    // `get plural.group` names each resource unambiguously.
+    let resources = names.join(",");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let o = kubectl(&["get", "pytorchjobs,jobsets", "-A"], None);
+        let o = kubectl(&["get", &resources, "-A"], None);
         if o.ok {
             break;
         }

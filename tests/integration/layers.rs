@@ -35,7 +35,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "verdict",
         ],
     ),
-    ("kueue", &["k8s", "platform", "verdict"]),
     ("report", &["engine", "verdict"]),
     (
         "watch",
@@ -66,6 +65,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "kueue",
+        &[
+            "apiserver",
+            "k8s",
+            "platform",
+            "runtime",
+            "verdict",
+            "webhook",
+        ],
+    ),
+    (
         "cli",
         &[
             "apiserver",
@@ -73,6 +83,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "files",
             "k8s",
+            "kueue",
             "platform",
             "reference",
             "registry",

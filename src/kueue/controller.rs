@@ -1,0 +1,397 @@
+//! The admission-check controller: two reconcilers on the shared runtime
+//! ([`crate::runtime`]), one for Kueue's AdmissionChecks and one for its Workloads.
+//!
+//! - [`CheckReconciler`] keeps the `Active` condition of every AdmissionCheck whose
+//!   `spec.controllerName` is [`CONTROLLER_NAME`]: without it Kueue marks the ClusterQueues
+//!   that use the check inactive (measured, docs/kueue.md). A check that names
+//!   `spec.parameters` is `Active=False`: pullcheck reads no parameters object yet.
+//! - [`WorkloadReconciler`] answers each Workload's checks that are ours, `Pending`, while
+//!   it holds quota ([`super::checks_to_answer`]): every pulled image of every pod set
+//!   resolved ([`Images`]) for the platform of the pod set's assigned ResourceFlavor, the
+//!   verdicts weighed ([`super::decide`]), the answer applied to `workloads/status`
+//!   ([`super::admission_check_apply`]).
+//!
+//! The shape follows Kueue's own ProvisioningRequest check
+//! (`pkg/controller/admissionchecks/provisioning/`: `admissioncheck_reconciler.go` keeps
+//! `Active`; `controller.go` answers the Workloads), with the status written by
+//! server-side apply as field manager [`FIELD_MANAGER`], forced: Kueue applies every entry,
+//! ours included, as `kueue-admission` with ForceOwnership, so an unforced apply conflicts
+//! after any reset.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moka::future::Cache;
+use serde_json::{Value, json};
+
+use super::{
+    API_VERSION, Answer, CheckState, Resolved, UnprovenPolicy, admission_check_apply,
+    checks_to_answer, decide, flavor_platform, retry_count,
+};
+use crate::apiserver::ApiError;
+use crate::apiserver::time::rfc3339;
+use crate::platform::Platform;
+use crate::runtime::{Clock, Key, Reconciler, Requeue};
+
+/// The `spec.controllerName` of pullcheck's AdmissionChecks.
+pub(crate) const CONTROLLER_NAME: &str = "pullcheck.io/image-check";
+/// The field manager of every status pullcheck applies.
+pub(crate) const FIELD_MANAGER: &str = "pullcheck-image-check";
+/// How long what an AdmissionCheck or ResourceFlavor says is kept (a check's controller
+/// or a flavor's node labels seldom change; a change is seen within this long).
+const LOOKUP_TTL: Duration = Duration::from_secs(30);
+/// A reconcile whose API call failed runs again after this long.
+const AFTER_ERROR: Duration = Duration::from_secs(5);
+/// A write refused because the Workload changed since it was read: the newer version is
+/// reconciled anyway (its event), this is the backstop.
+const AFTER_CONFLICT: Duration = Duration::from_secs(2);
+
+/// How a status apply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Written.
+    Done,
+    /// 409: the object's `resourceVersion` moved on since it was read.
+    Conflict,
+    /// 404: the object is gone.
+    Gone,
+}
+
+/// The API calls of the admission check, behind a trait so the reconcilers are
+/// unit-tested against a fake; `kueue::api` has the real one.
+pub(crate) trait KueueApi: Send + Sync + 'static {
+    /// `GET admissionchecks/NAME`; `None` on 404.
+    fn admission_check(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, ApiError>> + Send;
+    /// `GET resourceflavors/NAME`; `None` on 404.
+    fn resource_flavor(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, ApiError>> + Send;
+    /// Server-side apply of `body` to `workloads/NAME/status` in `namespace`.
+    fn apply_workload_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        body: &Value,
+    ) -> impl Future<Output = Result<Applied, ApiError>> + Send;
+    /// Server-side apply of `body` to `admissionchecks/NAME/status`.
+    fn apply_check_status(
+        &self,
+        name: &str,
+        body: &Value,
+    ) -> impl Future<Output = Result<Applied, ApiError>> + Send;
+}
+
+/// Resolves the pulled images of pod templates, as the webhook resolves them (pull
+/// secrets, credential providers, mirrors, the verdict cache); `kueue::images` has the
+/// webhook's; the tests a table.
+pub(crate) trait Images: Send + Sync + 'static {
+    /// Every pulled image of `templates` (`(template, its JSON pointer)`) in `namespace`,
+    /// `platforms[i]` for `templates[i]`, in template order.
+    fn resolve(
+        &self,
+        namespace: &str,
+        templates: &[(&Value, &str)],
+        platforms: &[Vec<Platform>],
+    ) -> impl Future<Output = Vec<Resolved>> + Send;
+
+    /// The platforms a template lands on when no flavor pins one (the webhook's
+    /// `--cluster-platform` rule, narrowed by the template's own node selectors).
+    fn default_platforms(&self, template: &Value) -> Vec<Platform>;
+}
+
+/// The counters of answers given, by state (`/metrics`).
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    /// Ready answers.
+    pub ready: prometheus_client::metrics::counter::Counter,
+    /// Retry answers.
+    pub retry: prometheus_client::metrics::counter::Counter,
+    /// Rejected answers.
+    pub rejected: prometheus_client::metrics::counter::Counter,
+}
+
+impl Counts {
+    fn count(&self, state: CheckState) {
+        match state {
+            CheckState::Ready => self.ready.inc(),
+            CheckState::Retry => self.retry.inc(),
+            CheckState::Rejected => self.rejected.inc(),
+            CheckState::Pending => 0,
+        };
+    }
+}
+
+/// Answers the Workloads' checks that are ours.
+pub(crate) struct WorkloadReconciler<A, I> {
+    api: Arc<A>,
+    images: I,
+    unproven: UnprovenPolicy,
+    clock: Clock,
+    /// AdmissionCheck name → whether its controller is ours.
+    ours: Cache<String, bool>,
+    /// ResourceFlavor name → the platform its node labels pin.
+    flavors: Cache<String, Option<Platform>>,
+    /// Answers given.
+    pub counts: Arc<Counts>,
+}
+
+impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
+    /// A reconciler answering through `api`, resolving with `images`.
+    pub(crate) fn new(api: Arc<A>, images: I, unproven: UnprovenPolicy, clock: Clock) -> Self {
+        WorkloadReconciler {
+            api,
+            images,
+            unproven,
+            clock,
+            ours: Cache::builder().time_to_live(LOOKUP_TTL).build(),
+            flavors: Cache::builder().time_to_live(LOOKUP_TTL).build(),
+            counts: Arc::default(),
+        }
+    }
+
+    /// The names of the Workload's `Pending` checks whose AdmissionCheck is ours.
+    async fn ours(&self, workload: &Value) -> Result<Vec<String>, ApiError> {
+        let pending: Vec<String> = workload
+            .pointer("/status/admissionChecks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("state").and_then(Value::as_str) == Some("Pending"))
+            .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        let mut ours = Vec::new();
+        for name in pending {
+            let api = self.api.clone();
+            let asked = name.clone();
+            let is_ours = self
+                .ours
+                .try_get_with(name.clone(), async move {
+                    let check = api.admission_check(&asked).await?;
+                    Ok::<_, ApiError>(check.is_some_and(|c| {
+                        c.pointer("/spec/controllerName").and_then(Value::as_str)
+                            == Some(CONTROLLER_NAME)
+                    }))
+                })
+                .await
+                .map_err(|e| (*e).clone())?;
+            if is_ours {
+                ours.push(name);
+            }
+        }
+        Ok(ours)
+    }
+
+    /// The platforms each pod set lands on: its assigned flavors' where they pin one, else
+    /// the default for its template.
+    async fn platforms(
+        &self,
+        workload: &Value,
+        templates: &[(&Value, &str)],
+    ) -> Result<Vec<Vec<Platform>>, ApiError> {
+        let sets = workload
+            .pointer("/spec/podSets")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(templates.len());
+        for (i, (template, _)) in templates.iter().enumerate() {
+            let name = sets
+                .get(i)
+                .and_then(|s| s.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut pinned = Vec::new();
+            for flavor in super::pod_set_flavors(workload, name) {
+                let api = self.api.clone();
+                let platform = self
+                    .flavors
+                    .try_get_with(flavor.clone(), async move {
+                        Ok::<_, ApiError>(
+                            api.resource_flavor(&flavor)
+                                .await?
+                                .and_then(|f| flavor_platform(&f)),
+                        )
+                    })
+                    .await
+                    .map_err(|e| (*e).clone())?;
+                if let Some(p) = platform
+                    && !pinned.contains(&p)
+                {
+                    pinned.push(p);
+                }
+            }
+            out.push(if pinned.is_empty() {
+                self.images.default_platforms(template)
+            } else {
+                pinned
+            });
+        }
+        Ok(out)
+    }
+
+    /// Answer the checks of `workload`; what to do next.
+    async fn answer(&self, key: &Key, workload: &Value) -> Result<Requeue, ApiError> {
+        let ours = self.ours(workload).await?;
+        let to_answer = checks_to_answer(workload, &ours);
+        if to_answer.is_empty() {
+            return Ok(Requeue::Never);
+        }
+        let sets = workload
+            .pointer("/spec/podSets")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let pointers: Vec<String> = (0..sets.len())
+            .map(|i| format!("/spec/podSets/{i}/template"))
+            .collect();
+        let templates: Vec<(&Value, &str)> = sets
+            .iter()
+            .zip(&pointers)
+            .filter_map(|(s, p)| Some((s.get("template")?, p.as_str())))
+            .collect();
+        let platforms = self.platforms(workload, &templates).await?;
+        let started = Instant::now();
+        let resolved = self
+            .images
+            .resolve(&key.namespace, &templates, &platforms)
+            .await;
+        let now = rfc3339(self.clock.now());
+        let mut next = Requeue::Never;
+        for name in to_answer {
+            let answer: Answer = decide(&resolved, retry_count(workload, &name), self.unproven);
+            let body = admission_check_apply(workload, &name, &answer, &now);
+            match self
+                .api
+                .apply_workload_status(&key.namespace, &key.name, &body)
+                .await?
+            {
+                Applied::Done => {
+                    self.counts.count(answer.state);
+                    tracing::info!(
+                        workload = %key,
+                        check = %name,
+                        state = answer.state.as_str(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "{}",
+                        answer.message
+                    );
+                }
+                Applied::Conflict => next = Requeue::After(AFTER_CONFLICT),
+                Applied::Gone => return Ok(Requeue::Never),
+            }
+        }
+        Ok(next)
+    }
+}
+
+impl<A: KueueApi, I: Images> Reconciler for WorkloadReconciler<A, I> {
+    async fn reconcile(&self, key: &Key, object: Option<Arc<Value>>) -> Requeue {
+        let Some(workload) = object else {
+            return Requeue::Never;
+        };
+        match self.answer(key, &workload).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(workload = %key, "cannot answer its image check: {e}; trying again in {}s", AFTER_ERROR.as_secs());
+                Requeue::After(AFTER_ERROR)
+            }
+        }
+    }
+}
+
+/// Keeps the `Active` condition of our AdmissionChecks.
+pub(crate) struct CheckReconciler<A> {
+    api: Arc<A>,
+    clock: Clock,
+}
+
+impl<A: KueueApi> CheckReconciler<A> {
+    /// A reconciler writing through `api`.
+    pub(crate) fn new(api: Arc<A>, clock: Clock) -> Self {
+        CheckReconciler { api, clock }
+    }
+}
+
+/// The `Active` condition an AdmissionCheck of ours should carry: `(status, reason,
+/// message)`.
+pub(crate) fn active_condition(check: &Value) -> (&'static str, &'static str, String) {
+    match check.pointer("/spec/parameters") {
+        Some(p) if !p.is_null() => (
+            "False",
+            "ParametersNotSupported",
+            format!(
+                "{CONTROLLER_NAME} reads no parameters object (spec.parameters names {}); remove spec.parameters: the check's settings are the pullcheck webhook's flags",
+                p.get("name").and_then(Value::as_str).unwrap_or("one")
+            ),
+        ),
+        _ => (
+            "True",
+            "Active",
+            "pullcheck checks the images of every pod set before admission".to_string(),
+        ),
+    }
+}
+
+impl<A: KueueApi> Reconciler for CheckReconciler<A> {
+    async fn reconcile(&self, key: &Key, object: Option<Arc<Value>>) -> Requeue {
+        let Some(check) = object else {
+            return Requeue::Never;
+        };
+        if check
+            .pointer("/spec/controllerName")
+            .and_then(Value::as_str)
+            != Some(CONTROLLER_NAME)
+        {
+            return Requeue::Never;
+        }
+        let generation = check.pointer("/metadata/generation").cloned();
+        let (status, reason, message) = active_condition(&check);
+        let current = check
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some("Active"));
+        if let Some(c) = current
+            && c.get("status").and_then(Value::as_str) == Some(status)
+            && c.get("reason").and_then(Value::as_str) == Some(reason)
+            && c.get("observedGeneration") == generation.as_ref()
+        {
+            return Requeue::Never;
+        }
+        let body = json!({
+            "apiVersion": API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": key.name},
+            "status": {"conditions": [{
+                "type": "Active",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": rfc3339(self.clock.now()),
+            }]},
+        });
+        match self.api.apply_check_status(&key.name, &body).await {
+            Ok(Applied::Done) => {
+                tracing::info!(admission_check = %key, active = status, reason, "{message}");
+                Requeue::Never
+            }
+            Ok(Applied::Gone) => Requeue::Never,
+            Ok(Applied::Conflict) => Requeue::After(AFTER_CONFLICT),
+            Err(e) => {
+                tracing::warn!(admission_check = %key, "cannot set its Active condition: {e}; trying again in {}s", AFTER_ERROR.as_secs());
+                Requeue::After(AFTER_ERROR)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "controller_tests.rs"]
+mod tests;

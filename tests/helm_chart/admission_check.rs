@@ -1,0 +1,78 @@
+//! `admissionCheck.enabled`: the Kueue admission check's flags on the webhook's Deployment
+//! and its ClusterRole, bound to the webhook's ServiceAccount; nothing of it by default.
+
+use serde_json::json;
+
+use crate::checks::Checks;
+use crate::{deployment_args, named, render};
+
+#[test]
+#[ignore = "needs helm: run scripts/helm-check.sh"]
+fn admission_check_flags_and_rbac() {
+    let mut c = Checks::default();
+    let off = render(&[]);
+    c.eq(
+        "off by default: no kueue flag",
+        deployment_args(&off)
+            .iter()
+            .filter(|a| a.starts_with("--kueue"))
+            .count(),
+        0,
+    );
+    c.eq(
+        "off by default: no kueue ClusterRole",
+        named(&off, "pc-pullcheck-kueue-admission-check").len(),
+        0,
+    );
+    let on = render(&["--set", "admissionCheck.enabled=true"]);
+    let args = deployment_args(&on);
+    c.eq(
+        "on: --kueue-admission-check, no --kueue-reject-unproven",
+        args.iter()
+            .filter(|a| a.starts_with("--kueue"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec!["--kueue-admission-check".to_string()],
+    );
+    let rbac = named(&on, "pc-pullcheck-kueue-admission-check");
+    let role = rbac.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    c.eq(
+        "the ClusterRole's rules, exactly",
+        role["rules"].clone(),
+        json!([
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "admissionchecks"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
+             "verbs": ["patch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["get"]},
+        ]),
+    );
+    let binding = rbac
+        .iter()
+        .find(|d| d["kind"] == "ClusterRoleBinding")
+        .unwrap();
+    c.eq(
+        "bound to the webhook's ServiceAccount",
+        binding["subjects"].clone(),
+        json!([{"kind": "ServiceAccount", "name": "pc-pullcheck", "namespace": "pullcheck-system"}]),
+    );
+    let strict = render(&[
+        "--set",
+        "admissionCheck.enabled=true",
+        "--set",
+        "admissionCheck.rejectUnproven=true",
+    ]);
+    c.eq(
+        "rejectUnproven: --kueue-reject-unproven after --kueue-admission-check",
+        deployment_args(&strict)
+            .iter()
+            .filter(|a| a.starts_with("--kueue"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![
+            "--kueue-admission-check".to_string(),
+            "--kueue-reject-unproven".to_string(),
+        ],
+    );
+    c.done();
+}
