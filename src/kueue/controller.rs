@@ -33,6 +33,7 @@ use crate::apiserver::ApiError;
 use crate::apiserver::time::rfc3339;
 use crate::platform::Platform;
 use crate::runtime::{Clock, Key, Reconciler, Requeue};
+use crate::webhook::metrics::Metrics;
 
 /// The `spec.controllerName` of pullcheck's AdmissionChecks.
 pub(crate) const CONTROLLER_NAME: &str = "pullcheck.io/image-check";
@@ -104,28 +105,6 @@ pub(crate) trait Images: Send + Sync + 'static {
     fn default_platforms(&self, template: &Value) -> Vec<Platform>;
 }
 
-/// The counters of answers given, by state (`/metrics`).
-#[derive(Debug, Default)]
-pub(crate) struct Counts {
-    /// Ready answers.
-    pub ready: prometheus_client::metrics::counter::Counter,
-    /// Retry answers.
-    pub retry: prometheus_client::metrics::counter::Counter,
-    /// Rejected answers.
-    pub rejected: prometheus_client::metrics::counter::Counter,
-}
-
-impl Counts {
-    fn count(&self, state: CheckState) {
-        match state {
-            CheckState::Ready => self.ready.inc(),
-            CheckState::Retry => self.retry.inc(),
-            CheckState::Rejected => self.rejected.inc(),
-            CheckState::Pending => 0,
-        };
-    }
-}
-
 /// Answers the Workloads' checks that are ours.
 pub(crate) struct WorkloadReconciler<A, I> {
     api: Arc<A>,
@@ -136,13 +115,20 @@ pub(crate) struct WorkloadReconciler<A, I> {
     ours: Cache<String, bool>,
     /// ResourceFlavor name → the platform its node labels pin.
     flavors: Cache<String, Option<Platform>>,
-    /// Answers given.
-    pub counts: Arc<Counts>,
+    /// Where answers are counted (`pullcheck_admission_check_answers_total`, and the time
+    /// since quota reservation): the webhook's `/metrics`.
+    metrics: Arc<Metrics>,
 }
 
 impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
     /// A reconciler answering through `api`, resolving with `images`.
-    pub(crate) fn new(api: Arc<A>, images: I, unproven: UnprovenPolicy, clock: Clock) -> Self {
+    pub(crate) fn new(
+        api: Arc<A>,
+        images: I,
+        unproven: UnprovenPolicy,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         WorkloadReconciler {
             api,
             images,
@@ -150,7 +136,7 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
             clock,
             ours: Cache::builder().time_to_live(LOOKUP_TTL).build(),
             flavors: Cache::builder().time_to_live(LOOKUP_TTL).build(),
-            counts: Arc::default(),
+            metrics,
         }
     }
 
@@ -271,7 +257,11 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
                 .await?
             {
                 Applied::Done => {
-                    self.counts.count(answer.state);
+                    let waited = quota_reserved_at(workload)
+                        .and_then(|t| self.clock.now().duration_since(t).ok())
+                        .unwrap_or_default();
+                    self.metrics
+                        .check_answer(answer.state.as_str(), waited.as_secs_f64());
                     tracing::info!(
                         workload = %key,
                         check = %name,
@@ -287,6 +277,18 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
         }
         Ok(next)
     }
+}
+
+/// When the Workload's `QuotaReserved` condition last turned (its `lastTransitionTime`).
+fn quota_reserved_at(workload: &Value) -> Option<std::time::SystemTime> {
+    workload
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("QuotaReserved"))?
+        .get("lastTransitionTime")?
+        .as_str()
+        .and_then(crate::apiserver::time::parse_time)
 }
 
 impl<A: KueueApi, I: Images> Reconciler for WorkloadReconciler<A, I> {

@@ -145,7 +145,7 @@ impl Images for Arc<Table> {
 }
 
 fn wall() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1796176606)
 }
 
 fn setup(
@@ -171,8 +171,19 @@ fn setup(
         table.clone(),
         UnprovenPolicy::AssumeReady,
         Clock::at(wall()),
+        Arc::new(Metrics::new()),
     );
     (api, table, r)
+}
+
+/// `pullcheck_admission_check_answers_total{state}` as rendered.
+fn answers(r: &WorkloadReconciler<FakeApi, Arc<Table>>, state: &str) -> u64 {
+    let needle = format!("pullcheck_admission_check_answers_total{{state=\"{state}\"}} ");
+    r.metrics
+        .render(0)
+        .lines()
+        .find_map(|l| l.strip_prefix(&needle).map(|n| n.parse().unwrap()))
+        .unwrap_or(0)
 }
 
 #[tokio::test]
@@ -214,11 +225,20 @@ async fn a_missing_image_is_rejected_for_the_flavors_platform_with_its_line() {
             "status": {"admissionChecks": [{
                 "name": "image-check", "state": "Rejected",
                 "message": "pullcheck: model: registry.example/models/llm:7b: not_found (why)",
-                "lastTransitionTime": "2026-11-30T00:53:20Z",
+                "lastTransitionTime": "2026-12-02T01:56:46Z",
             }]},
         })]
     );
-    assert_eq!(r.counts.rejected.get(), 1);
+    // Counted, and timed from the captured QuotaReserved (2026-12-02T01:56:16Z) to the
+    // test clock (2026-12-02T01:56:46Z, earlier: no negative time, 0).
+    assert_eq!(answers(&r, "Rejected"), 1);
+    assert!(
+        r.metrics
+            .render(0)
+            .contains("pullcheck_admission_check_answer_seconds_sum 30.0"),
+        "{}",
+        r.metrics.render(0)
+    );
     // Answered again (Kueue resets the entry after an eviction): the check's controller
     // and the flavor's platform are not asked again within their TTL.
     assert_eq!(
@@ -248,7 +268,7 @@ async fn present_images_are_ready_and_a_slow_registry_is_asked_again() {
     let entry = &api.applied()[0]["status"]["admissionChecks"][0];
     assert_eq!(entry["state"], "Retry");
     assert_eq!(entry["requeueAfterSeconds"], 120);
-    assert_eq!(r.counts.retry.get(), 1);
+    assert_eq!(answers(&r, "Retry"), 1);
 }
 
 #[tokio::test]
@@ -286,7 +306,7 @@ async fn a_conflict_or_an_api_error_is_tried_again() {
         r.reconcile(&key(&w), Some(Arc::new(w.clone()))).await,
         Requeue::After(Duration::from_secs(5))
     );
-    assert_eq!(r.counts.ready.get(), 0);
+    assert_eq!(answers(&r, "Ready"), 0);
 }
 
 #[tokio::test]
@@ -303,7 +323,7 @@ async fn our_admission_checks_are_kept_active_with_their_generation() {
         "metadata": {"name": "image-check"},
         "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
             "message": "pullcheck checks the images of every pod set before admission",
-            "observedGeneration": 3, "lastTransitionTime": "2026-11-30T00:53:20Z"}]}});
+            "observedGeneration": 3, "lastTransitionTime": "2026-12-02T01:56:46Z"}]}});
     assert_eq!(api.applied(), vec![body.clone()]);
     // Already active at this generation: no write.
     let mut active = check.clone();

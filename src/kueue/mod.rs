@@ -34,11 +34,13 @@ pub(crate) async fn run(
     let api = Arc::new(api::KueueClient::new(client.clone()));
     let checks = ApiSource::new(client.clone(), api.url(None, "admissionchecks", &[]));
     let workloads = ApiSource::new(client, api.url(None, "workloads", &[]));
+    let metrics = state.metrics.clone();
     let answers = controller::WorkloadReconciler::new(
         api.clone(),
         images::WebhookImages::new(state),
         unproven,
         Clock::system(),
+        metrics,
     );
     let active = controller::CheckReconciler::new(api, Clock::system());
     tracing::info!(

@@ -43,6 +43,13 @@ pub(crate) struct RegistryLabels {
     pub registry: String,
 }
 
+/// Labels of `pullcheck_admission_check_answers_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CheckStateLabels {
+    /// The Kueue check state written: `Ready`, `Retry`, `Rejected`.
+    pub state: String,
+}
+
 /// Labels of the cache counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CacheLabels {
@@ -74,6 +81,10 @@ pub(crate) struct Metrics {
     pub budget_exhausted: Counter,
     /// Pulls left, as the registry last stated them to this replica.
     pub quota_remaining: Family<RegistryLabels, Gauge>,
+    /// Kueue admission-check answers written, by state.
+    pub check_answers: Family<CheckStateLabels, Counter>,
+    /// Kueue: time from the Workload's `QuotaReserved` to our answer.
+    pub check_answer_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -137,6 +148,18 @@ impl Metrics {
             "Pulls left as the registry last stated them (Docker Hub's ratelimit-remaining), seen from this replica's egress address",
             quota_remaining.clone(),
         );
+        let check_answers = Family::<CheckStateLabels, Counter>::default();
+        registry.register(
+            "admission_check_answers",
+            "Kueue admission-check answers written, by state",
+            check_answers.clone(),
+        );
+        let check_answer_seconds = latency();
+        registry.register(
+            "admission_check_answer_seconds",
+            "Kueue: time from a Workload's quota reservation to pullcheck's answer",
+            check_answer_seconds.clone(),
+        );
         Metrics {
             registry,
             admissions,
@@ -149,6 +172,8 @@ impl Metrics {
             cache_misses,
             budget_exhausted,
             quota_remaining,
+            check_answers,
+            check_answer_seconds,
         }
     }
 
@@ -199,6 +224,17 @@ impl Metrics {
         self.registry_lookup_seconds.observe(seconds);
     }
 
+    /// Count one Kueue admission-check answer in `state`, `seconds` after the Workload's
+    /// quota reservation.
+    pub(crate) fn check_answer(&self, state: &str, seconds: f64) {
+        self.check_answers
+            .get_or_create(&CheckStateLabels {
+                state: state.into(),
+            })
+            .inc();
+        self.check_answer_seconds.observe(seconds);
+    }
+
     /// The OpenMetrics text. `http_requests_sent` is the engine's registry request count.
     pub(crate) fn render(&self, http_requests_sent: u64) -> String {
         let total = http_requests_sent;
@@ -228,6 +264,7 @@ mod tests {
         m.cache("verdict", false);
         m.lookup("not_found", 0.1);
         m.quota("docker.io", 76);
+        m.check_answer("Rejected", 1.5);
         let text = m.render(7);
         for needle in [
             "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",
@@ -237,6 +274,8 @@ mod tests {
             "pullcheck_registry_http_requests_total 7",
             "pullcheck_admission_duration_seconds_bucket",
             "pullcheck_registry_quota_remaining{registry=\"docker.io\"} 76",
+            "pullcheck_admission_check_answers_total{state=\"Rejected\"} 1",
+            "pullcheck_admission_check_answer_seconds_sum 1.5",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }
