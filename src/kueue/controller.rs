@@ -26,8 +26,8 @@ use moka::future::Cache;
 use serde_json::{Value, json};
 
 use super::{
-    API_VERSION, Answer, CheckState, Resolved, UnprovenPolicy, admission_check_apply,
-    checks_to_answer, decide, flavor_platform, retry_count,
+    API_VERSION, Answer, Resolved, UnprovenPolicy, admission_check_apply, checks_to_answer, decide,
+    flavor_platform, retry_count,
 };
 use crate::apiserver::ApiError;
 use crate::apiserver::time::rfc3339;
