@@ -17,6 +17,17 @@ pub(crate) enum Output {
     Json,
 }
 
+/// `--node-runtime`'s parser: the spellings of [`crate::engine::NodeRuntime::ALL`].
+fn node_runtime(s: &str) -> Result<crate::engine::NodeRuntime, String> {
+    crate::engine::NodeRuntime::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = crate::engine::NodeRuntime::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .collect();
+        format!("not a node runtime; one of {}", all.join(", "))
+    })
+}
+
 /// Registry and node configuration shared by every command that resolves images (the
 /// CLI commands and the webhook).
 #[derive(Debug, Args, Clone)]
@@ -31,6 +42,21 @@ pub(crate) struct RegistryArgs {
 resolve capability), ca, skip_verify, override_path, header. Mirror requests carry ?ns=."
     )]
     pub hosts_dir: Option<PathBuf>,
+
+    /// The nodes' container runtime: containerd-2 (default), containerd-1.7 or cri-o.
+    #[arg(
+        long = "node-runtime",
+        value_name = "RUNTIME",
+        default_value = "containerd-2",
+        value_parser = node_runtime,
+        help_heading = "Registry",
+        long_help = "The container runtime of the nodes the verdict must match, when every \
+mirror and the upstream fail differently: containerd-2 (2.0 and later: a 404 outranks a \
+connection or TLS error, so an unreachable mirror in front of a missing tag is not_found), \
+containerd-1.7 (the first non-404 failure wins: transient), cri-o (the upstream, tried last, \
+decides). README \"Which error wins across mirrors\" has the table."
+    )]
+    pub node_runtime: crate::engine::NodeRuntime,
 
     /// Use plain HTTP for HOST[:PORT] (repeatable).
     #[arg(

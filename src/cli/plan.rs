@@ -87,6 +87,7 @@ pub(crate) fn plan(a: &ResolveArgs) -> Result<Plan, UsageError> {
             DEFAULT_NODE_CREDENTIAL_PATTERNS,
         ),
         provider_identity: ProviderIdentity::Caller,
+        node_runtime: a.registry.node_runtime,
         concurrency,
         timeout,
         deadline_owner: DeadlineOwner::Timeout,

@@ -414,6 +414,7 @@ impl WebhookArgs {
             },
             shutdown_grace: seconds("--shutdown-grace", self.shutdown_grace, 3_600.0)?,
             hosts_dir,
+            node_runtime: self.registry.node_runtime,
             insecure: self.registry.insecure_registry.clone(),
             ca_files: crate::registry::tls::ca_files(&self.registry.ca_file),
             providers: self

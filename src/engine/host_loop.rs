@@ -29,11 +29,32 @@ pub(crate) enum NodeRuntime {
     #[default]
     Containerd2,
     /// containerd 1.7 (out of LTS since 2026-09).
-    #[allow(dead_code)] // chosen by the node-runtime flag of the CRI-O issue; tested here
     Containerd1_7,
     /// CRI-O (containers/image): the upstream, tried last, decides.
-    #[allow(dead_code)] // chosen by the node-runtime flag of the CRI-O issue; tested here
     CriO,
+}
+
+impl NodeRuntime {
+    /// Every runtime, in `--node-runtime`'s order.
+    pub(crate) const ALL: [NodeRuntime; 3] = [
+        NodeRuntime::Containerd2,
+        NodeRuntime::Containerd1_7,
+        NodeRuntime::CriO,
+    ];
+
+    /// The `--node-runtime` spelling (and the chart's `nodeRuntime`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            NodeRuntime::Containerd2 => "containerd-2",
+            NodeRuntime::Containerd1_7 => "containerd-1.7",
+            NodeRuntime::CriO => "cri-o",
+        }
+    }
+
+    /// From the `--node-runtime` spelling; `None` for anything else.
+    pub(crate) fn parse(s: &str) -> Option<NodeRuntime> {
+        NodeRuntime::ALL.into_iter().find(|r| r.as_str() == s)
+    }
 }
 
 /// What one host's failed try was, in the terms the runtimes rank.

@@ -19,6 +19,7 @@
 pub(crate) mod classify;
 pub(crate) mod handover;
 mod host_loop;
+pub(crate) use host_loop::NodeRuntime;
 mod outcome;
 mod plan;
 mod resolution;
@@ -277,7 +278,7 @@ impl Engine {
             credential,
             deadline,
         };
-        let runtime = host_loop::NodeRuntime::default();
+        let runtime = self.plan.node_runtime;
         let mut kept: Option<Attempt> = None;
         for route in plan.used_routes() {
             let attempt = resolver.on(route, &plan.platform).await;

@@ -87,6 +87,9 @@ pub(crate) struct Plan {
     /// Whose identity the credential-provider plugins run with, which decides what a
     /// refusal of their credential means.
     pub provider_identity: ProviderIdentity,
+    /// The nodes' container runtime: which failure wins when every mirror and the upstream
+    /// fail ([`super::host_loop::NodeRuntime::replaces`]).
+    pub node_runtime: super::host_loop::NodeRuntime,
     /// Images checked at once.
     pub concurrency: usize,
     /// Overall deadline of the run.

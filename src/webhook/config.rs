@@ -84,6 +84,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// containerd `certs.d` root.
     pub hosts_dir: Option<PathBuf>,
+    /// The nodes' container runtime (`--node-runtime`).
+    pub(crate) node_runtime: crate::engine::NodeRuntime,
     /// `--insecure-registry` values.
     pub insecure: Vec<String>,
     /// Extra CA files for registries.

@@ -38,6 +38,7 @@ pub(crate) fn build(config: &Config, guard: Guard) -> Result<Engine, TlsError> {
         node_credentials: config.node_credentials.clone(),
         // The webhook's cloud identity (IRSA, Workload Identity) is not the nodes'.
         provider_identity: ProviderIdentity::NotTheNodes,
+        node_runtime: config.node_runtime,
         concurrency: config.concurrency,
         timeout: config.budget,
         deadline_owner: DeadlineOwner::WebhookBudget,

@@ -310,3 +310,37 @@ fn schema_and_transient_mode() {
     );
     c.done();
 }
+
+#[test]
+#[ignore = "needs helm: run scripts/helm-check.sh"]
+fn node_runtime_reaches_the_webhook_and_the_init_container() {
+    let mut c = Checks::default();
+    let runtime_args = |docs: &[Value]| -> Vec<String> {
+        deployment_args(docs)
+            .into_iter()
+            .filter(|a| a.contains("--node-runtime"))
+            .collect()
+    };
+    c.eq(
+        "default containerd-2: no flag",
+        runtime_args(&render(&[])),
+        Vec::<String>::new(),
+    );
+    c.eq(
+        "cri-o: the webhook's flag and the injected check's",
+        runtime_args(&render(&["--set", "nodeRuntime=cri-o"])),
+        vec![
+            "--node-runtime=cri-o".to_string(),
+            "--inject-check-arg=--node-runtime=cri-o".to_string(),
+        ],
+    );
+    c.check(
+        "a misspelled runtime is refused by the schema",
+        fails_with(
+            &["--set", "nodeRuntime=crio"],
+            "value must be one of 'containerd-2', 'containerd-1.7', 'cri-o'",
+        ),
+        "nodeRuntime=crio",
+    );
+    c.done();
+}

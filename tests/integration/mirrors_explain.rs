@@ -576,3 +576,75 @@ fn an_unreachable_mirror_in_front_of_a_404_is_not_found_as_on_containerd_2() {
         assert_eq!(j["endpoint"], f.anon.host.as_str());
     }
 }
+
+#[test]
+fn node_runtime_picks_the_failure_that_wins_across_mirrors() {
+    let f = fixture();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let image = format!("{}/oci/app:absent", f.anon.host);
+    // (server, mirror tried first, runtime, exit code): containerd 2 keeps the 404,
+    // containerd 1.7 the first failure that is not a 404, CRI-O the upstream's (tried last).
+    let cases = [
+        (
+            f.anon.host.as_str(),
+            unreachable.as_str(),
+            "containerd-2",
+            11,
+        ),
+        (
+            f.anon.host.as_str(),
+            unreachable.as_str(),
+            "containerd-1.7",
+            20,
+        ),
+        (f.anon.host.as_str(), unreachable.as_str(), "cri-o", 11),
+        (
+            unreachable.as_str(),
+            f.anon.host.as_str(),
+            "containerd-2",
+            11,
+        ),
+        (
+            unreachable.as_str(),
+            f.anon.host.as_str(),
+            "containerd-1.7",
+            20,
+        ),
+        (unreachable.as_str(), f.anon.host.as_str(), "cri-o", 20),
+    ];
+    for (server, mirror, runtime, code) in cases {
+        let root = temp_dir();
+        hosts_toml(
+            root.path(),
+            &f.anon.host,
+            &format!(
+                "server = \"http://{server}\"\n\n[host.\"http://{mirror}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+            ),
+        );
+        let r = check(&[
+            "--hosts-dir",
+            root.path().to_str().unwrap(),
+            "--platform",
+            "any",
+            "--node-runtime",
+            runtime,
+            &image,
+        ]);
+        assert_eq!(
+            r.code, code,
+            "server {server}, mirror {mirror}, {runtime}: {}",
+            r.stdout
+        );
+    }
+    let r = check(&["--node-runtime", "crio", &image]);
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains(
+            "invalid value 'crio' for '--node-runtime <RUNTIME>': not a node runtime; one of containerd-2, containerd-1.7, cri-o"
+        ),
+        "{}",
+        r.stderr
+    );
+}
