@@ -70,13 +70,6 @@ impl Limits {
 
 /// How a PATCH body merges (its `Content-Type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "Merge and Apply are for the Kueue admission check's status writes (issue 23); the watch uses Strategic"
-    )
-)]
 pub(crate) enum Patch {
     /// RFC 7386 JSON merge patch.
     Merge,

@@ -225,6 +225,16 @@ match."
     )]
     pub kueue_reject_unproven: bool,
 
+    /// Answer only while holding this Lease (NAMESPACE/NAME): one replica answers at a time.
+    #[arg(
+        long = "kueue-lease",
+        value_name = "NAMESPACE/NAME",
+        requires = "kueue_admission_check",
+        help_heading = "Kueue",
+        long_help = "Leader election for the admission check: only the replica holding this coordination.k8s.io Lease answers (15 s lease, renewed every 2 s, as client-go's controllers); the others take over within 15 s of the holder stopping. Without it every replica answers (the same answers, forced applies; the registry requests double). The chart sets it with admissionCheck.enabled (RBAC: leases get, create, patch in its namespace)."
+    )]
+    pub kueue_lease: Option<String>,
+
     /// Only these registry hosts may be contacted (repeatable; `host` or `*.domain`).
     #[arg(
         long = "allow-registry",
@@ -518,11 +528,26 @@ pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
             .map_err(|e| UsageError(e.to_string()))?,
     );
     // The admission check runs beside the server and ends with it (aborted on drop).
+    let lease = match &a.kueue_lease {
+        None => None,
+        Some(l) => match l.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Some((ns.to_string(), name.to_string()))
+            }
+            _ => {
+                return Err(UsageError(format!(
+                    "--kueue-lease {l:?}: not NAMESPACE/NAME, e.g. pullcheck-system/pullcheck-kueue-admission-check"
+                ))
+                .into());
+            }
+        },
+    };
     let _check = kueue.map(|client| {
-        AbortOnDrop(tokio::spawn(crate::kueue::run(
+        AbortOnDrop(tokio::spawn(crate::kueue::run_leading(
             state.clone(),
             client,
             unproven,
+            lease,
         )))
     });
     crate::webhook::server::serve(state)

@@ -21,6 +21,32 @@ use serde_json::{Value, json};
 use crate::platform::Platform;
 use crate::verdict::Verdict;
 
+/// [`run`], only while holding `lease` (`(namespace, name)`) when one is given
+/// ([`crate::runtime::lease::lead`]); the identity is the pod's name (`HOSTNAME`) and this
+/// process's id, as client-go's controllers name theirs.
+pub(crate) async fn run_leading(
+    state: std::sync::Arc<crate::webhook::handler::WebhookState>,
+    client: crate::apiserver::ApiClient,
+    unproven: UnprovenPolicy,
+    lease: Option<(String, String)>,
+) {
+    use crate::runtime::lease::{ApiLease, Timing, lead};
+    let Some((namespace, name)) = lease else {
+        return run(state, client, unproven).await;
+    };
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "pullcheck".into());
+    let identity = format!("{host}_{}", std::process::id());
+    let api = ApiLease::new(client.clone(), &namespace, &name);
+    lead(
+        api,
+        identity,
+        Timing::default(),
+        crate::runtime::Clock::system(),
+        move || run(state.clone(), client.clone(), unproven),
+    )
+    .await;
+}
+
 /// Run the admission check until the task running it is aborted: the AdmissionChecks and
 /// the Workloads of every namespace, each on its own runtime loop ([`crate::runtime::run`]),
 /// the images resolved by the webhook's `state`.

@@ -47,6 +47,7 @@ pub(crate) mod backoff;
 pub(crate) mod clock;
 #[cfg(test)]
 pub(crate) mod fake;
+pub(crate) mod lease;
 pub(crate) mod queue;
 pub(crate) mod run;
 pub(crate) mod source;

@@ -27,15 +27,38 @@ fn admission_check_flags_and_rbac() {
     let on = render(&["--set", "admissionCheck.enabled=true"]);
     let args = deployment_args(&on);
     c.eq(
-        "on: --kueue-admission-check, no --kueue-reject-unproven",
+        "on: --kueue-admission-check and its lease, no --kueue-reject-unproven",
         args.iter()
             .filter(|a| a.starts_with("--kueue"))
             .cloned()
             .collect::<Vec<_>>(),
-        vec!["--kueue-admission-check".to_string()],
+        vec![
+            "--kueue-admission-check".to_string(),
+            "--kueue-lease=pullcheck-system/pc-pullcheck-kueue-admission-check".to_string(),
+        ],
     );
     let rbac = named(&on, "pc-pullcheck-kueue-admission-check");
     let role = rbac.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let lease_role = rbac.iter().find(|d| d["kind"] == "Role").unwrap();
+    c.eq(
+        "the lease Role: create, and get/patch of its own Lease only",
+        (lease_role["metadata"]["namespace"].clone(), lease_role["rules"].clone()),
+        (
+            json!("pullcheck-system"),
+            json!([
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "resourceNames": ["pc-pullcheck-kueue-admission-check"], "verbs": ["get", "patch"]},
+            ]),
+        ),
+    );
+    c.eq(
+        "the lease RoleBinding binds the webhook's ServiceAccount",
+        rbac.iter()
+            .find(|d| d["kind"] == "RoleBinding")
+            .map(|b| b["subjects"].clone()),
+        Some(json!([{"kind": "ServiceAccount", "name": "pc-pullcheck", "namespace": "pullcheck-system"}])),
+    );
     c.eq(
         "the ClusterRole's rules, exactly",
         role["rules"].clone(),
@@ -71,6 +94,7 @@ fn admission_check_flags_and_rbac() {
             .collect::<Vec<_>>(),
         vec![
             "--kueue-admission-check".to_string(),
+            "--kueue-lease=pullcheck-system/pc-pullcheck-kueue-admission-check".to_string(),
             "--kueue-reject-unproven".to_string(),
         ],
     );

@@ -28,6 +28,14 @@ const OURS: &str = "e2e-image-check";
 const OTHER: &str = "e2e-other-check";
 const WITHIN: Duration = Duration::from_secs(30);
 
+/// Every answering process of these tests answers every Workload with one of our checks:
+/// the tests run one at a time so each counts only its own process's answers.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Kueue's CRDs, applied once.
 fn crds() {
     static DONE: OnceLock<()> = OnceLock::new();
@@ -73,6 +81,11 @@ fn token(dir: &tempfile::TempDir) -> PathBuf {
 /// `pullcheck webhook` with the main test webhook's arguments, on its own port, as
 /// [`SA`] (`token_file`), with `--kueue-admission-check`.
 fn start(token_file: &std::path::Path) -> Webhook {
+    start_with(token_file, &[])
+}
+
+/// [`start`] with `extra` arguments.
+fn start_with(token_file: &std::path::Path, extra: &[&str]) -> Webhook {
     let env = super::env().unwrap();
     let mut args: Vec<String> = env
         .args
@@ -88,6 +101,7 @@ fn start(token_file: &std::path::Path) -> Webhook {
         })
         .collect();
     args.push("--kueue-admission-check".into());
+    args.extend(extra.iter().map(|a| a.to_string()));
     support::webhook::start(&args, &env.rust_log)
 }
 
@@ -177,6 +191,7 @@ fn create(obj: &Value) {
 #[test]
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn workloads_are_answered_for_their_flavors_platform_and_other_checks_are_left_alone() {
+    let _one = serial();
     crds();
     let dir = support::temp_dir();
     let token_file = token(&dir);
@@ -306,6 +321,7 @@ fn workloads_are_answered_for_their_flavors_platform_and_other_checks_are_left_a
 #[test]
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn without_the_charts_kueue_rbac_the_refusal_is_one_clear_line() {
+    let _one = serial();
     crds();
     let dir = support::temp_dir();
     // The ServiceAccount without the admission-check ClusterRole: the chart's RBAC of the
@@ -351,4 +367,59 @@ fn without_the_charts_kueue_rbac_the_refusal_is_one_clear_line() {
         "{line}"
     );
     let _ = kubectl(&["delete", "namespace", "pck-norbac", "--wait=false"], None);
+}
+
+#[test]
+#[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
+fn two_replicas_with_the_charts_lease_answer_one_at_a_time() {
+    let _one = serial();
+    crds();
+    let dir = support::temp_dir();
+    let token_file = token(&dir);
+    // The chart's lease name: its Role grants get/patch of that Lease only.
+    let lease = format!("--kueue-lease={RELEASE}/{SA}-kueue-admission-check");
+    let leading = |w: &Webhook| w.log().contains("lease acquired: leading");
+    let a = start_with(&token_file, &[&lease]);
+    let t = Instant::now();
+    while !leading(&a) {
+        assert!(t.elapsed() < WITHIN, "a never leads: {}", a.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let b = start_with(&token_file, &[&lease]);
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(!leading(&b), "both lead: {}", b.log());
+    let holder = |_: ()| {
+        get_json(&[
+            "-n",
+            RELEASE,
+            "lease",
+            &format!("{SA}-kueue-admission-check"),
+        ])["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = holder(());
+    // a stops (SIGTERM, no hand-over): b takes the Lease once a's 15 s have passed.
+    a.terminate();
+    let t = Instant::now();
+    while !leading(&b) {
+        assert!(
+            t.elapsed() < Duration::from_secs(25),
+            "b never took over: {}",
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let took = t.elapsed();
+    assert!(took >= Duration::from_secs(5), "took over after {took:?}");
+    assert_ne!(holder(()), first);
+    let lease_obj = get_json(&[
+        "-n",
+        RELEASE,
+        "lease",
+        &format!("{SA}-kueue-admission-check"),
+    ]);
+    assert_eq!(lease_obj["spec"]["leaseTransitions"], 1);
+    assert_eq!(lease_obj["spec"]["leaseDurationSeconds"], 15);
 }
