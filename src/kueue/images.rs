@@ -38,8 +38,15 @@ impl Images for WebhookImages {
         templates: &[(&Value, &str)],
         platforms: &[Vec<Platform>],
     ) -> Vec<Resolved> {
-        let (checks, _notes) =
+        let (checks, notes) =
             resolve_pod_templates(&self.state, namespace, templates, platforms, BUDGET).await;
+        // A pull secret that can't be read or decoded (the notes) leaves every image
+        // unproven, pullable ones too: the kubelet may fail the pull on that secret. Its
+        // line is one more resolved entry, weighed as unreadable credentials.
+        let unreadable = notes.into_iter().map(|n| Resolved {
+            line: n,
+            found: Found::Credentials,
+        });
         checks
             .iter()
             .map(|c| Resolved {
@@ -50,6 +57,7 @@ impl Images for WebhookImages {
                     Checked::NotVerified(Unchecked::Credentials, _) => Found::Credentials,
                 },
             })
+            .chain(unreadable)
             .collect()
     }
 
