@@ -41,6 +41,23 @@ pub enum CredentialError {
     /// The exec plugin gave no token.
     #[error(transparent)]
     Exec(#[from] super::exec::ExecError),
+    /// The token can't be sent: it holds a byte an HTTP header value can't carry (a line
+    /// break or another control character, `http::HeaderValue::from_str`'s rule).
+    #[error("{from}: {UNSENDABLE}")]
+    Unsendable {
+        /// Where the token came from (`token file /path`, `exec plugin aws (kubeconfig ...)`).
+        from: String,
+    },
+}
+
+/// What is wrong with a token [`sendable`] refuses, and the fix.
+pub(crate) const UNSENDABLE: &str = "the token holds a line break or another control character, which an HTTP header can't carry; write the token on one line";
+
+/// True when `token` can go in an `Authorization: Bearer` header. Checked where a token
+/// enters (kubeconfig, token file, plugin answer), so a bad one is a usage error naming its
+/// source, not a transport failure of the request.
+pub(crate) fn sendable(token: &str) -> bool {
+    http::HeaderValue::from_str(&format!("Bearer {token}")).is_ok()
 }
 
 impl CredentialError {
@@ -48,7 +65,7 @@ impl CredentialError {
     /// read stays unreadable until someone fixes it.
     pub(crate) fn is_retryable(&self) -> bool {
         match self {
-            CredentialError::TokenFile { .. } => false,
+            CredentialError::TokenFile { .. } | CredentialError::Unsendable { .. } => false,
             // A plugin that timed out (its identity provider slow) may answer next time;
             // one that failed or answered nonsense needs the user.
             CredentialError::Exec(e) => matches!(e, super::exec::ExecError::Timeout { .. }),
@@ -60,6 +77,22 @@ impl Credentials {
     /// The token to send now (`None`: send no `Authorization` header). A token file is read
     /// here, bounded ([`MAX_TOKEN_FILE_BYTES`], regular files only), and trimmed.
     pub(crate) async fn bearer(&self) -> Result<Option<Secret>, CredentialError> {
+        let token = self.read().await?;
+        if let Some(t) = &token
+            && !sendable(t.expose())
+        {
+            return Err(CredentialError::Unsendable {
+                from: match self {
+                    Credentials::TokenFile(f) => format!("token file {}", f.display()),
+                    Credentials::Exec(p) => format!("exec plugin {} ({})", p.command(), p.origin()),
+                    _ => "the kubeconfig token".to_string(),
+                },
+            });
+        }
+        Ok(token)
+    }
+
+    async fn read(&self) -> Result<Option<Secret>, CredentialError> {
         match self {
             Credentials::None => Ok(None),
             Credentials::Token(t) => Ok(Some(t.clone())),
@@ -115,5 +148,29 @@ impl std::fmt::Debug for ClientIdentity {
         f.debug_struct("ClientIdentity")
             .field("origin", &self.origin)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_token_file_rewritten_with_a_line_break_is_a_usage_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("token");
+        std::fs::write(&f, "good-token\n").unwrap();
+        let creds = Credentials::TokenFile(f.clone());
+        assert_eq!(
+            creds.bearer().await.unwrap().unwrap().expose(),
+            "good-token"
+        );
+        std::fs::write(&f, "half\nother-half\n").unwrap();
+        let e = creds.bearer().await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("token file {}: {UNSENDABLE}", f.display())
+        );
+        assert!(!e.is_retryable());
     }
 }

@@ -595,8 +595,22 @@ fn user_settings(
                 format!("tokenFile {}: empty", path.display()),
             ));
         }
+        if !super::auth::sendable(token.trim()) {
+            return Err(entry_error(
+                file,
+                entry,
+                format!("tokenFile {}: {}", path.display(), super::auth::UNSENDABLE),
+            ));
+        }
         Credentials::TokenFile(path)
     } else if let Some(t) = v.token.as_deref().filter(|t| !t.is_empty()) {
+        if !super::auth::sendable(t.trim()) {
+            return Err(entry_error(
+                file,
+                entry,
+                format!("token: {}", super::auth::UNSENDABLE),
+            ));
+        }
         Credentials::Token(Secret::new(t.trim()))
     } else {
         Credentials::None

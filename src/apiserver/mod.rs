@@ -243,9 +243,14 @@ impl ApiServer {
                     .map_err(|e| bad(format!("client certificate: {e}")))?;
                 let key = PrivateKeyDer::from_pem_slice(id.key_pem.expose().as_bytes())
                     .map_err(|_| bad("client key: no PEM private key found".into()))?;
-                builder
-                    .with_client_auth_cert(certs, key)
-                    .map_err(|e| bad(format!("client certificate and key: {e}")))
+                builder.with_client_auth_cert(certs, key).map_err(|e| {
+                    bad(match e {
+                        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                            "client-key does not belong to client-certificate (their public keys differ); set the key the certificate was issued for".into()
+                        }
+                        e => format!("client certificate and key: {e}"),
+                    })
+                })
             }
         }
     }

@@ -430,7 +430,39 @@ fn describe_tls(e: &rustls::Error, ca_hint: &str) -> String {
         | rustls::Error::InvalidCertificate(C::ExpiredContext { .. }) => {
             "certificate expired".into()
         }
+        rustls::Error::InvalidCertificate(C::NotValidYet)
+        | rustls::Error::InvalidCertificate(C::NotValidYetContext { .. }) => {
+            "certificate not valid yet (is this machine's clock right?)".into()
+        }
+        rustls::Error::InvalidCertificate(C::InvalidPurpose)
+        | rustls::Error::InvalidCertificate(C::InvalidPurposeContext { .. }) => {
+            "certificate is not for TLS servers (its extendedKeyUsage lacks serverAuth)".into()
+        }
+        rustls::Error::InvalidCertificate(C::Other(o)) => match o.0.downcast_ref::<webpki::Error>()
+        {
+            Some(w) => describe_webpki(w),
+            None => format!("certificate refused: {}", o.0),
+        },
+        rustls::Error::InvalidCertificate(c) => format!("certificate refused: {c:?}"),
         other => other.to_string(),
+    }
+}
+
+/// The rustls-webpki refusals a self-made CA or server certificate runs into, in words
+/// (their `Display` is the variant's name). Go's crypto/x509 accepts X.509 v1 certificates,
+/// webpki accepts only v3 (rustls-webpki `src/cert.rs`, `version3`): `openssl x509 -req`
+/// without `-extfile` makes v1.
+fn describe_webpki(e: &webpki::Error) -> String {
+    match e {
+        webpki::Error::UnsupportedCertVersion => {
+            "certificate is X.509 v1, and only v3 certificates are accepted; reissue it with extensions (openssl x509 -req ... -extfile with subjectAltName)"
+                .into()
+        }
+        webpki::Error::CaUsedAsEndEntity => {
+            "certificate is a CA certificate (basicConstraints CA:TRUE) used as the server's own; serve a leaf certificate signed by it"
+                .into()
+        }
+        other => format!("certificate refused: {other:?}"),
     }
 }
 

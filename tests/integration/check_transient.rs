@@ -142,6 +142,75 @@ with 127.0.0.1 in its subjectAltName"
     );
 }
 
+/// An X.509 v1 server certificate (what `openssl x509 -req` makes without `-extfile`): Go's
+/// crypto/x509 accepts it, webpki does not. The message says so in words, not as rustls'
+/// `Other(OtherError(UnsupportedCertVersion))`.
+#[test]
+fn an_x509_v1_server_certificate_is_named_with_its_fix() {
+    let dir = crate::support::temp_dir();
+    let d = dir.path();
+    let tls = crate::support::tls::openssl;
+    tls(
+        &[
+            "ecparam",
+            "-genkey",
+            "-name",
+            "prime256v1",
+            "-noout",
+            "-out",
+            "k.pem",
+        ],
+        d,
+    );
+    tls(
+        &[
+            "req",
+            "-new",
+            "-key",
+            "k.pem",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-out",
+            "c.csr",
+        ],
+        d,
+    );
+    tls(
+        &[
+            "x509", "-req", "-in", "c.csr", "-signkey", "k.pem", "-days", "10", "-out", "c.crt",
+        ],
+        d,
+    );
+    assert!(tls(&["x509", "-in", "c.crt", "-noout", "-text"], d).contains("Version: 1 (0x0)"));
+    let cert = std::fs::read_to_string(d.join("c.crt")).unwrap();
+    let key = std::fs::read_to_string(d.join("k.pem")).unwrap();
+    let reg = start_dedicated_with_cert(Mode::Basic, &cert, &key);
+    let ca = d.join("c.crt");
+    let r = run(
+        &[
+            "check",
+            "--output",
+            "json",
+            "--ca-file",
+            ca.to_str().unwrap(),
+            &fixture().images.oci_manifest.reference(&reg),
+        ],
+        &[],
+    );
+    r.assert_code(20);
+    let endpoint = r.image(0)["endpoint"].as_str().unwrap().to_string();
+    assert_eq!(
+        r.image(0)["detail"].as_str().unwrap(),
+        format!(
+            "GET https://{endpoint}/v2/oci/app/manifests/v1: TLS: certificate is X.509 v1, and only \
+v3 certificates are accepted; reissue it with extensions (openssl x509 -req ... -extfile with \
+subjectAltName)"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn name_that_does_not_resolve_is_transient() {
     // In a fresh network namespace nothing but a down loopback exists, so resolution fails

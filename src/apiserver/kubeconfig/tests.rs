@@ -311,7 +311,18 @@ fn each_refused_entry_has_its_own_message() {
             "    tokenFile: nothere\n",
             "user u: tokenFile DIR/nothere: No such file or directory (os error 2)",
         ),
+        (
+            "user",
+            "    token: \"abc\\u0007def\"\n",
+            "user u: token: the token holds a line break or another control character, which an HTTP header can't carry; write the token on one line",
+        ),
+        (
+            "user",
+            "    tokenFile: two-lines\n",
+            "user u: tokenFile DIR/two-lines: the token holds a line break or another control character, which an HTTP header can't carry; write the token on one line",
+        ),
     ];
+    write(dir.path(), "two-lines", "first\nsecond\n");
     for (i, (kind, extra, want)) in cases.iter().enumerate() {
         let text = match *kind {
             "cluster" => one("https://k:6443", "    token: t\n").replace(
@@ -470,6 +481,65 @@ async fn a_failing_plugin_gives_its_last_stderr_line_and_a_missing_one_its_insta
         format!(
             "exec plugin pullcheck-no-such-plugin (kubeconfig {}, user u): cannot run it: No such file or directory (os error 2); install it with: brew install x",
             g.display()
+        )
+    );
+}
+
+/// A client key that is not the certificate's reads as that, not as rustls'
+/// `InconsistentKeys(KeyMismatch)`.
+#[test]
+fn a_client_key_of_another_certificate_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .expect("openssl (install the openssl package)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    for stem in ["a", "b"] {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "10",
+            "-subj",
+            "/CN=user",
+            "-keyout",
+            &format!("{stem}.key"),
+            "-out",
+            &format!("{stem}.crt"),
+        ]);
+    }
+    let f = write(
+        d,
+        "config",
+        &one(
+            "https://k:6443",
+            "    client-certificate: a.crt\n    client-key: b.key\n",
+        )
+        .replace(
+            &format!("certificate-authority-data: {CA_B64}"),
+            "certificate-authority: a.crt",
+        ),
+    );
+    let l = loaded(&env_var(&[&f]), None);
+    assert_eq!(
+        l.api.tls_config().unwrap_err().to_string(),
+        format!(
+            "kubeconfig {}, user u: client-key does not belong to client-certificate (their public keys differ); set the key the certificate was issued for",
+            f.display()
         )
     );
 }
