@@ -59,6 +59,22 @@ impl KueueClient {
 }
 
 impl KueueApi for KueueClient {
+    async fn served(&self) -> Result<bool, ApiError> {
+        let url = self.client.url(&["apis", GROUP, VERSION]);
+        let list = self.client.get(&url, CALL).await?;
+        let names: Vec<&str> = list
+            .as_ref()
+            .and_then(|l| l.get("resources"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("name").and_then(Value::as_str))
+            .collect();
+        Ok(["workloads", "admissionchecks", "resourceflavors"]
+            .iter()
+            .all(|n| names.contains(n)))
+    }
+
     async fn admission_check(&self, name: &str) -> Result<Option<Value>, ApiError> {
         self.client
             .get(&self.url(None, "admissionchecks", &[name]), CALL)

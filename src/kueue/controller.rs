@@ -62,6 +62,9 @@ pub(crate) enum Applied {
 /// The API calls of the admission check, behind a trait so the reconcilers are
 /// unit-tested against a fake; `kueue::api` has the real one.
 pub(crate) trait KueueApi: Send + Sync + 'static {
+    /// Whether the API server serves Kueue's workloads, admissionchecks and
+    /// resourceflavors at [`API_VERSION`] (its discovery document).
+    fn served(&self) -> impl Future<Output = Result<bool, ApiError>> + Send;
     /// `GET admissionchecks/NAME`; `None` on 404.
     fn admission_check(
         &self,
@@ -105,13 +108,42 @@ pub(crate) trait Images: Send + Sync + 'static {
     fn default_platforms(&self, template: &Value) -> Vec<Platform>;
 }
 
+/// How often [`wait_until_served`] asks discovery again.
+pub(crate) const SERVED_EVERY: Duration = Duration::from_secs(30);
+
+/// What is logged while Kueue's API is not served: without it the watches would fail with
+/// a bare 404 forever.
+pub(crate) const NOT_SERVED: &str = "the API server serves no kueue.x-k8s.io/v1beta2 workloads, admissionchecks and resourceflavors: install Kueue (v1beta2 API; tested with v0.19.2), or drop --kueue-admission-check (chart: admissionCheck.enabled=false)";
+
+/// Return once the API server serves Kueue's API ([`KueueApi::served`]), asking every
+/// [`SERVED_EVERY`] and logging [`NOT_SERVED`] each time it does not; the number of asks.
+pub(crate) async fn wait_until_served<A: KueueApi>(api: &A) -> u32 {
+    let mut asked = 0;
+    loop {
+        asked += 1;
+        match api.served().await {
+            Ok(true) => return asked,
+            Ok(false) => {
+                tracing::error!("{NOT_SERVED}; asking again in {}s", SERVED_EVERY.as_secs())
+            }
+            Err(e) => tracing::warn!(
+                "cannot read Kueue's API discovery: {e}; asking again in {}s",
+                SERVED_EVERY.as_secs()
+            ),
+        }
+        tokio::time::sleep(SERVED_EVERY).await;
+    }
+}
+
 /// Answers the Workloads' checks that are ours.
 pub(crate) struct WorkloadReconciler<A, I> {
     api: Arc<A>,
     images: I,
     unproven: UnprovenPolicy,
     clock: Clock,
-    /// AdmissionCheck name → whether its controller is ours.
+    /// AdmissionCheck name → whether its controller is ours and it is active (an
+    /// AdmissionCheck of ours that is `Active=False`, [`active_condition`], is not answered:
+    /// its ClusterQueues are inactive, and answering it would hide the fix).
     ours: Cache<String, bool>,
     /// ResourceFlavor name → the platform its node labels pin.
     flavors: Cache<String, Option<Platform>>,
@@ -161,6 +193,7 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
                     Ok::<_, ApiError>(check.is_some_and(|c| {
                         c.pointer("/spec/controllerName").and_then(Value::as_str)
                             == Some(CONTROLLER_NAME)
+                            && active_condition(&c).0 == "True"
                     }))
                 })
                 .await
@@ -197,11 +230,16 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
                 let platform = self
                     .flavors
                     .try_get_with(flavor.clone(), async move {
-                        Ok::<_, ApiError>(
-                            api.resource_flavor(&flavor)
-                                .await?
-                                .and_then(|f| flavor_platform(&f)),
-                        )
+                        let found = api.resource_flavor(&flavor).await?;
+                        if found.is_none() {
+                            // Kueue assigned a flavor that is gone (deleted since): its
+                            // pods land where the template alone says.
+                            tracing::warn!(
+                                resource_flavor = %flavor,
+                                "ResourceFlavor {flavor} not found; checking the images for the platforms the pod template allows"
+                            );
+                        }
+                        Ok::<_, ApiError>(found.and_then(|f| flavor_platform(&f)))
                     })
                     .await
                     .map_err(|e| (*e).clone())?;

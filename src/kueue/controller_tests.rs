@@ -59,6 +59,13 @@ impl FakeApi {
 }
 
 impl KueueApi for FakeApi {
+    async fn served(&self) -> Result<bool, ApiError> {
+        let mut calls = self.calls.lock().unwrap();
+        calls.push("discovery".into());
+        // Served from the third ask on.
+        Ok(calls.iter().filter(|c| *c == "discovery").count() >= 3)
+    }
+
     async fn admission_check(&self, name: &str) -> Result<Option<Value>, ApiError> {
         self.calls
             .lock()
@@ -259,7 +266,7 @@ async fn present_images_are_ready_and_a_slow_registry_is_asked_again() {
     );
     assert_eq!(
         api.applied()[0]["status"]["admissionChecks"][0]["message"],
-        "pullcheck: 3 images pullable"
+        "pullcheck: all 3 images pullable"
     );
     let (api, _, r) = setup(&[("registry.example/ml/trainer:v3", Found::NoTime)]);
     let mut retried = w.clone();
@@ -287,6 +294,63 @@ async fn checks_of_other_controllers_and_workloads_without_quota_are_left_alone(
     assert_eq!(api.applied(), Vec::<Value>::new());
     // Gone: nothing to do.
     assert_eq!(r.reconcile(&key(&workload()), None).await, Requeue::Never);
+}
+
+/// A reconciler over `api` whose every image is pullable.
+fn over(
+    api: FakeApi,
+) -> (
+    Arc<FakeApi>,
+    Arc<Table>,
+    WorkloadReconciler<FakeApi, Arc<Table>>,
+) {
+    let api = Arc::new(api);
+    let table = Arc::new(Table::default());
+    let r = WorkloadReconciler::new(
+        api.clone(),
+        table.clone(),
+        UnprovenPolicy::AssumeReady,
+        Clock::at(wall()),
+        Arc::new(Metrics::new()),
+    );
+    (api, table, r)
+}
+
+#[tokio::test]
+async fn an_inactive_check_of_ours_is_not_answered_and_a_deleted_flavor_falls_back() {
+    // Ours but naming spec.parameters: Active=False, so its Workloads are not answered.
+    let mut api = FakeApi::default();
+    let mut check = ours("image-check");
+    check["spec"]["parameters"] = json!({"apiGroup": "x", "kind": "Y", "name": "strict"});
+    api.checks.insert("image-check".into(), check);
+    let (api, _, r) = over(api);
+    let w = workload();
+    assert_eq!(
+        r.reconcile(&key(&w), Some(Arc::new(w))).await,
+        Requeue::Never
+    );
+    assert_eq!(api.calls(), vec!["get admissioncheck image-check"]);
+    assert_eq!(api.applied(), Vec::<Value>::new());
+
+    // The assigned flavor is gone: the template's own platforms, and an answer.
+    let mut api = FakeApi::default();
+    api.checks.insert("image-check".into(), ours("image-check"));
+    let (api, table, r) = over(api);
+    let w = workload();
+    r.reconcile(&key(&w), Some(Arc::new(w))).await;
+    assert_eq!(
+        api.calls(),
+        vec![
+            "get admissioncheck image-check",
+            "get resourceflavor arm-nodes",
+            "apply workload team-a/job-train-87eec",
+        ]
+    );
+    let asked = table.asked.lock().unwrap().clone();
+    assert!(!asked.is_empty());
+    for (image, platforms) in asked {
+        assert_eq!(platforms, vec!["linux/amd64".to_string()], "{image}");
+    }
 }
 
 #[tokio::test]
@@ -356,4 +420,13 @@ async fn our_admission_checks_are_kept_active_with_their_generation() {
     other["spec"]["controllerName"] = json!("kueue.x-k8s.io/provisioning-request");
     r.reconcile(&k, Some(Arc::new(other))).await;
     assert_eq!(api.applied().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_controller_waits_for_kueues_api_asking_every_30_s() {
+    let api = FakeApi::default();
+    let started = tokio::time::Instant::now();
+    assert_eq!(wait_until_served(&api).await, 3);
+    assert_eq!(started.elapsed(), 2 * SERVED_EVERY);
+    assert_eq!(api.calls(), vec!["discovery"; 3]);
 }

@@ -68,7 +68,8 @@ pub(crate) async fn run(
         Clock::system(),
         metrics,
     );
-    let active = controller::CheckReconciler::new(api, Clock::system());
+    let active = controller::CheckReconciler::new(api.clone(), Clock::system());
+    controller::wait_until_served(api.as_ref()).await;
     tracing::info!(
         controller = controller::CONTROLLER_NAME,
         "answering Kueue admission checks"
@@ -242,7 +243,12 @@ pub(crate) fn decide(images: &[Resolved], retry: u32, unproven: UnprovenPolicy) 
     }
     Answer {
         state: CheckState::Ready,
-        message: format!("pullcheck: {} images pullable", images.len()),
+        message: match images.len() {
+            // Only images with imagePullPolicy Never (or no containers): nothing is pulled.
+            0 => "pullcheck: no image is pulled (imagePullPolicy Never)".to_string(),
+            1 => "pullcheck: the image is pullable".to_string(),
+            n => format!("pullcheck: all {n} images pullable"),
+        },
         requeue_after: None,
     }
 }

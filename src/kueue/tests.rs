@@ -72,7 +72,20 @@ fn verdicts_map_to_check_states() {
     );
     assert_eq!(
         (ok.state, ok.message.as_str()),
-        (Ready, "pullcheck: 2 images pullable")
+        (Ready, "pullcheck: all 2 images pullable")
+    );
+    let one = d(&[v("a:1", Verdict::Pullable)], 0);
+    assert_eq!(
+        (one.state, one.message.as_str()),
+        (Ready, "pullcheck: the image is pullable")
+    );
+    let none = d(&[], 0);
+    assert_eq!(
+        (none.state, none.message.as_str()),
+        (
+            Ready,
+            "pullcheck: no image is pulled (imagePullPolicy Never)"
+        )
     );
     let missing = d(
         &[v("a:1", Verdict::Transient), v("b:1", Verdict::NotFound)],

@@ -63,7 +63,9 @@ fn admission_check_flags_and_rbac() {
         "the ClusterRole's rules, exactly",
         role["rules"].clone(),
         json!([
-            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "admissionchecks"],
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"],
+             "verbs": ["list", "watch"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks"],
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
              "verbs": ["patch"]},
@@ -97,6 +99,14 @@ fn admission_check_flags_and_rbac() {
             "--kueue-lease=pullcheck-system/pc-pullcheck-kueue-admission-check".to_string(),
             "--kueue-reject-unproven".to_string(),
         ],
+    );
+    c.check(
+        "admissionCheck without the webhook fails the render",
+        crate::fails_with(
+            &["--set", "admissionCheck.enabled=true", "--set", "webhook.enabled=false"],
+            "admissionCheck.enabled needs webhook.enabled: the Kueue admission check runs in the webhook's Deployment",
+        ),
+        "",
     );
     c.done();
 }

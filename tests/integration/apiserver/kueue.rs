@@ -256,7 +256,7 @@ fn workloads_are_answered_for_their_flavors_platform_and_other_checks_are_left_a
         answered("w-present"),
         (
             "Ready".to_string(),
-            "pullcheck: 1 images pullable".to_string()
+            "pullcheck: the image is pullable".to_string()
         )
     );
     let (state, message) = answered("w-platform");
