@@ -205,7 +205,7 @@ impl ApiClient {
                     .map_err(|source| ApiError::Credentials {
                         verb,
                         path: path.clone(),
-                        source,
+                        source: Box::new(source),
                     })?;
             let mut req = self
                 .client

@@ -88,8 +88,9 @@ pub(crate) enum ApiError {
         verb: Verb,
         /// The URL path.
         path: String,
-        /// Why.
-        source: CredentialError,
+        /// Why (boxed: an exec plugin's error names its command and kubeconfig entry, and
+        /// every `Result<_, ApiError>` would carry that size).
+        source: Box<CredentialError>,
     },
     /// No answer: DNS, connect, TLS, timeout (the registry layer's classification,
     /// [`crate::registry::http::classify_transport`]).

@@ -107,29 +107,35 @@ pub enum ExecError {
         /// The kubeconfig file and user.
         origin: String,
     },
-    /// No answer within the bound; the process was killed.
-    #[error("exec plugin {command}: no answer within {seconds} s; it was stopped")]
+    /// No answer within the bound; the process (and its process group) was killed.
+    #[error("exec plugin {command} ({origin}): no answer within {seconds} s; it was stopped")]
     Timeout {
         /// The command.
         command: String,
+        /// The kubeconfig file and user.
+        origin: String,
         /// The bound.
         seconds: u64,
     },
     /// Non-zero exit.
-    #[error("exec plugin {command}: failed ({status}){}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    #[error("exec plugin {command} ({origin}): failed ({status}){}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
     Failed {
         /// The command.
         command: String,
+        /// The kubeconfig file and user.
+        origin: String,
         /// The exit status.
         status: String,
         /// The last line of its stderr (non-interactive runs), cut.
         stderr: String,
     },
     /// The answer is not a usable ExecCredential.
-    #[error("exec plugin {command}: {problem}")]
+    #[error("exec plugin {command} ({origin}): {problem}")]
     BadAnswer {
         /// The command.
         command: String,
+        /// The kubeconfig file and user.
+        origin: String,
         /// What is wrong (never the answer's text).
         problem: String,
     },
@@ -288,72 +294,72 @@ impl ExecPlugin {
                 });
             }
         };
+        use crate::credentials::child::{self, Group, RunError};
         let mut cmd = Command::new(&self.command);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("KUBERNETES_EXEC_INFO", self.exec_info(interactive))
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
-        if interactive {
+            .env("KUBERNETES_EXEC_INFO", self.exec_info(interactive));
+        // Interactive: the plugin may prompt on our terminal, so it keeps our process group
+        // (a background group can't read it); otherwise a group of its own, killed whole.
+        let group = if interactive {
             cmd.stdin(Stdio::inherit()).stderr(Stdio::inherit());
+            Group::Inherit
         } else {
             cmd.stdin(Stdio::null()).stderr(Stdio::piped());
-        }
-        let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
-            command: command.clone(),
-            origin: self.origin.clone(),
-            problem: e.to_string(),
-            hint: self
-                .install_hint
-                .as_deref()
-                .and_then(|h| h.lines().map(str::trim).find(|l| !l.is_empty()))
-                .map(str::to_string),
+            Group::Own
+        };
+        let spawned = child::spawn(&mut cmd, group).await.map_err(|e| {
+            let missing = e.kind() == std::io::ErrorKind::NotFound;
+            ExecError::Spawn {
+                command: command.clone(),
+                origin: self.origin.clone(),
+                problem: if missing && self.command.components().count() == 1 {
+                    format!("{e}: not found on PATH")
+                } else {
+                    e.to_string()
+                },
+                hint: self
+                    .install_hint
+                    .as_deref()
+                    .and_then(|h| h.lines().map(str::trim).find(|l| !l.is_empty()))
+                    .map(str::to_string),
+            }
         })?;
         let limit = if interactive {
             INTERACTIVE_TIMEOUT
         } else {
             PLUGIN_TIMEOUT
         };
-        let done = async {
-            let (out, err, status) = tokio::join!(
-                crate::credentials::read_stream_capped(child.stdout.take(), STDOUT_LIMIT),
-                crate::credentials::read_stream_prefix(child.stderr.take(), STDERR_LIMIT),
-                child.wait()
-            );
-            (out, err, status)
+        let failed = |status: String, stderr: String| ExecError::Failed {
+            command: command.clone(),
+            origin: self.origin.clone(),
+            status,
+            stderr,
         };
-        let (out, err, status) = match tokio::time::timeout(limit, done).await {
+        let ran = match child::finish(spawned, group, None, STDOUT_LIMIT, STDERR_LIMIT, limit).await
+        {
             Ok(r) => r,
-            // Dropping the child kills it (kill_on_drop).
-            Err(_) => {
+            Err(RunError::Timeout) => {
                 return Err(ExecError::Timeout {
                     command,
+                    origin: self.origin.clone(),
                     seconds: limit.as_secs(),
                 });
             }
+            Err(RunError::Io(e)) => return Err(failed(e.to_string(), String::new())),
         };
-        let failed = |status: String| ExecError::Failed {
-            command: command.clone(),
-            status,
-            stderr: String::new(),
-        };
-        let status = status.map_err(|e| failed(e.to_string()))?;
-        let out = out.map_err(|e| failed(e.to_string()))?;
-        let Some(out) = out else {
+        let Some(out) = ran.stdout else {
             return Err(ExecError::BadAnswer {
                 command,
+                origin: self.origin.clone(),
                 problem: format!("printed more than {STDOUT_LIMIT} bytes; the answer was not used"),
             });
         };
-        if !status.success() {
-            let err = String::from_utf8_lossy(&err.unwrap_or_default()).into_owned();
-            return Err(ExecError::Failed {
-                command,
-                status: status.to_string(),
-                stderr: last_line(&err),
-            });
+        if !ran.status.success() {
+            let err = String::from_utf8_lossy(&ran.stderr).into_owned();
+            return Err(failed(ran.status.to_string(), last_line(&err)));
         }
-        let cached = decode(&command, self.api_version, &out)?;
+        let cached = decode(&command, &self.origin, self.api_version, &out)?;
         tracing::debug!(
             command = %command,
             expires = %cached.expires.map(|t| t.to_string()).unwrap_or_else(|| "never".into()),
@@ -376,9 +382,15 @@ fn last_line(stderr: &str) -> String {
 }
 
 /// The token and expiry of a plugin's stdout. Errors never carry the token.
-fn decode(command: &str, want: ExecApiVersion, out: &[u8]) -> Result<Cached, ExecError> {
+fn decode(
+    command: &str,
+    origin: &str,
+    want: ExecApiVersion,
+    out: &[u8],
+) -> Result<Cached, ExecError> {
     let bad = |problem: String| ExecError::BadAnswer {
         command: command.to_string(),
+        origin: origin.to_string(),
         problem,
     };
     let a: Answer = serde_json::from_slice(out).map_err(|e| {
@@ -510,6 +522,7 @@ mod tests {
     fn an_answer_gives_token_and_expiry_in_v1_and_v1beta1() {
         let c = decode(
             "p",
+            "kubeconfig k, user u",
             ExecApiVersion::V1,
             format!(r#"{{"apiVersion":"{V1}","kind":"ExecCredential","status":{{"token":"tok-1","expirationTimestamp":"2026-01-02T15:04:05Z"}}}}"#).as_bytes(),
         )
@@ -519,6 +532,7 @@ mod tests {
         assert_eq!(c.expires.unwrap().as_second(), 1_767_366_245);
         let c = decode(
             "p",
+            "kubeconfig k, user u",
             ExecApiVersion::V1beta1,
             br#"{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"tok-2"}}"#,
         )
@@ -532,38 +546,43 @@ mod tests {
         let cases: &[(String, &str)] = &[
             (
                 r#"{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"s3cr3t-tok"}}"#.into(),
-                "exec plugin p: answered apiVersion \"client.authentication.k8s.io/v1beta1\", but the kubeconfig says client.authentication.k8s.io/v1",
+                "exec plugin p (kubeconfig k, user u): answered apiVersion \"client.authentication.k8s.io/v1beta1\", but the kubeconfig says client.authentication.k8s.io/v1",
             ),
             (
                 format!(r#"{{"apiVersion":"{V1}","kind":"s3cr3t-tok","status":{{"token":"s3cr3t-tok"}}}}"#),
-                "exec plugin p: answered kind \"(redacted)\", not ExecCredential",
+                "exec plugin p (kubeconfig k, user u): answered kind \"(redacted)\", not ExecCredential",
             ),
             (
                 format!(r#"{{"apiVersion":"{V1}","kind":"ExecCredential"}}"#),
-                "exec plugin p: the ExecCredential has no status",
+                "exec plugin p (kubeconfig k, user u): the ExecCredential has no status",
             ),
             (
                 format!(r#"{{"apiVersion":"{V1}","kind":"ExecCredential","status":{{"token":" "}}}}"#),
-                "exec plugin p: the ExecCredential has no status.token",
+                "exec plugin p (kubeconfig k, user u): the ExecCredential has no status.token",
             ),
             (
                 format!(r#"{{"apiVersion":"{V1}","kind":"ExecCredential","status":{{"clientCertificateData":"c","clientKeyData":"k"}}}}"#),
-                "exec plugin p: answered a client certificate (status.clientCertificateData), which is not supported; configure the plugin to print a token",
+                "exec plugin p (kubeconfig k, user u): answered a client certificate (status.clientCertificateData), which is not supported; configure the plugin to print a token",
             ),
             (
                 format!(r#"{{"apiVersion":"{V1}","kind":"ExecCredential","status":{{"token":"s3cr3t-tok","expirationTimestamp":"soon"}}}}"#),
-                "exec plugin p: status.expirationTimestamp \"soon\" is not an RFC 3339 time such as 2026-01-02T15:04:05Z",
+                "exec plugin p (kubeconfig k, user u): status.expirationTimestamp \"soon\" is not an RFC 3339 time such as 2026-01-02T15:04:05Z",
             ),
             (
                 "s3cr3t-tok".into(),
-                "exec plugin p: the answer is not an ExecCredential (JSON error at line 1 column 1)",
+                "exec plugin p (kubeconfig k, user u): the answer is not an ExecCredential (JSON error at line 1 column 1)",
             ),
         ];
         for (out, want) in cases {
-            let got = decode("p", ExecApiVersion::V1, out.as_bytes())
-                .map(|_| ())
-                .unwrap_err()
-                .to_string();
+            let got = decode(
+                "p",
+                "kubeconfig k, user u",
+                ExecApiVersion::V1,
+                out.as_bytes(),
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
             assert_eq!(got, *want);
         }
     }

@@ -15,7 +15,6 @@ use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::docker_config::{Json, string_fields};
@@ -96,40 +95,49 @@ impl HelperRunner {
         if name.is_empty() || name.contains(['/', '\\']) {
             return Err(HelperError::BadName { program });
         }
-        match tokio::time::timeout(self.timeout, self.run(&program, server_url)).await {
-            Ok(result) => result,
-            // Dropping the future drops the child, and kill_on_drop kills it.
-            Err(_) => Err(HelperError::Timeout {
-                program,
-                timeout: self.timeout,
-            }),
-        }
+        // Bounded by self.timeout inside (super::child kills the helper's process group).
+        self.run(&program, server_url).await
     }
 
     async fn run(&self, program: &str, server_url: &str) -> Result<HelperAnswer, HelperError> {
-        let mut child = self.spawn(program).await?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A helper may exit without reading stdin; a broken pipe is not an error here.
-            let _ = stdin.write_all(server_url.as_bytes()).await;
-            drop(stdin);
+        use super::child::{self, Group, RunError};
+        let mut cmd = Command::new(program);
+        cmd.arg("get").stdin(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(path) = &self.search_path {
+            cmd.env("PATH", path);
         }
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let (out, err, status) = tokio::join!(
-            read_capped(stdout, HELPER_OUTPUT_LIMIT),
-            read_capped(stderr, HELPER_OUTPUT_LIMIT),
-            child.wait()
-        );
-        let io = |io| HelperError::Io {
-            program: program.to_owned(),
-            io,
-        };
-        let status = status.map_err(io)?;
-        let (Some(out), Some(err)) = (out.map_err(io)?, err.map_err(io)?) else {
+        let spawned =
+            child::spawn(&mut cmd, Group::Own)
+                .await
+                .map_err(|io| HelperError::Spawn {
+                    program: program.to_owned(),
+                    io,
+                })?;
+        let ran = child::finish(
+            spawned,
+            Group::Own,
+            Some(server_url.as_bytes()),
+            HELPER_OUTPUT_LIMIT,
+            HELPER_OUTPUT_LIMIT,
+            self.timeout,
+        )
+        .await
+        .map_err(|e| match e {
+            RunError::Timeout => HelperError::Timeout {
+                program: program.to_owned(),
+                timeout: self.timeout,
+            },
+            RunError::Io(io) => HelperError::Io {
+                program: program.to_owned(),
+                io,
+            },
+        })?;
+        let (Some(out), false) = (ran.stdout, ran.stderr_cut) else {
             return Err(HelperError::TooMuchOutput {
                 program: program.to_owned(),
             });
         };
+        let (status, err) = (ran.status, ran.stderr);
         if !status.success() {
             let stdout_text = String::from_utf8_lossy(&out);
             if stdout_text.trim() == NOT_FOUND_MESSAGE {
@@ -148,58 +156,6 @@ impl HelperRunner {
             problem,
         })
     }
-
-    async fn spawn(&self, program: &str) -> Result<tokio::process::Child, HelperError> {
-        let mut attempts = 0;
-        loop {
-            let mut cmd = Command::new(program);
-            cmd.arg("get")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true);
-            if let Some(path) = &self.search_path {
-                cmd.env("PATH", path);
-            }
-            match cmd.spawn() {
-                Ok(child) => return Ok(child),
-                // ETXTBSY: another thread forked while a freshly written helper was still
-                // open for writing. Transient; retry briefly.
-                Err(e) if e.raw_os_error() == Some(26) && attempts < 5 => {
-                    attempts += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(io) => {
-                    return Err(HelperError::Spawn {
-                        program: program.to_owned(),
-                        io,
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// Reads up to `limit` bytes; `None` if there was more. Returning drops the reader, so a
-/// child still writing gets a broken pipe instead of blocking on a full one.
-pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
-    reader: Option<R>,
-    limit: u64,
-) -> std::io::Result<Option<Vec<u8>>> {
-    let buf = read_prefix(reader, limit + 1).await?;
-    Ok((buf.len() as u64 <= limit).then_some(buf))
-}
-
-/// Up to `limit` bytes; the rest is not read (the child gets a broken pipe if it goes on).
-pub(crate) async fn read_prefix<R: AsyncRead + Unpin>(
-    reader: Option<R>,
-    limit: u64,
-) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    if let Some(reader) = reader {
-        reader.take(limit).read_to_end(&mut buf).await?;
-    }
-    Ok(buf)
 }
 
 /// The first non-empty line, trimmed and cut to 160 characters, for an error message.

@@ -26,6 +26,7 @@
 //! `(redacted)`; [`Credential::fingerprint`] is the only derived value safe to log.
 
 mod auth_file;
+pub(crate) mod child;
 pub mod docker_config;
 mod helper;
 pub(crate) mod keyring;
@@ -41,7 +42,6 @@ use sha2::{Digest, Sha256};
 
 pub use auth_file::AuthFile;
 pub use docker_config::{AuthFieldError, DockerConfig, DockerConfigEntry, DockerConfigError};
-pub(crate) use helper::{read_capped as read_stream_capped, read_prefix as read_stream_prefix};
 pub(crate) use keyring::KeyMiss;
 pub use keyring::{Keyring, is_default_registry_match, union_lookup, urls_match_str};
 pub use pull_secrets::load_pull_secrets;

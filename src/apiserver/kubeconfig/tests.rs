@@ -462,8 +462,9 @@ async fn a_failing_plugin_gives_its_last_stderr_line_and_a_missing_one_its_insta
     assert_eq!(
         e.to_string(),
         format!(
-            "exec plugin {}: failed (exit status: 3): error: not logged in; run aws sso login",
-            dir.path().join("fail.sh").display()
+            "exec plugin {} (kubeconfig {}, user u): failed (exit status: 3): error: not logged in; run aws sso login",
+            dir.path().join("fail.sh").display(),
+            f.display()
         )
     );
     assert!(!e.is_retryable());
@@ -479,10 +480,35 @@ async fn a_failing_plugin_gives_its_last_stderr_line_and_a_missing_one_its_insta
     assert_eq!(
         creds.bearer().await.unwrap_err().to_string(),
         format!(
-            "exec plugin pullcheck-no-such-plugin (kubeconfig {}, user u): cannot run it: No such file or directory (os error 2); install it with: brew install x",
+            "exec plugin pullcheck-no-such-plugin (kubeconfig {}, user u): cannot run it: No such file or directory (os error 2): not found on PATH; install it with: brew install x",
             g.display()
         )
     );
+}
+
+/// A plugin that answered but left a child holding its stdout (a background refresher that
+/// kept the descriptor) gives its token at once, not "no answer" after 30 s.
+#[tokio::test]
+async fn a_plugin_whose_leftover_child_holds_stdout_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(
+        dir.path(),
+        "p.sh",
+        "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t-1\"}}'\nsleep 60 &\n",
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let f = write(
+        dir.path(),
+        "config",
+        &one(
+            "https://k:6443",
+            "    exec:\n      command: ./p.sh\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Never\n",
+        ),
+    );
+    let creds = loaded(&env_var(&[&f]), None).api.credentials;
+    let t = std::time::Instant::now();
+    assert_eq!(creds.bearer().await.unwrap().unwrap().expose(), "t-1");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 /// A client key that is not the certificate's reads as that, not as rustls'

@@ -21,13 +21,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use super::config::{ExecApi, ProviderSpec};
 use super::duration::parse_go_duration;
 use crate::credentials::docker_config::{DockerConfig, DockerConfigEntry};
-use crate::credentials::helper::{read_capped, read_prefix};
 use crate::credentials::secret::Secret;
 
 /// The kubelet's fixed deadline for one plugin run.
@@ -272,19 +270,7 @@ impl PluginRunner {
         request: &Request<'_>,
         timeout: Duration,
     ) -> Result<Response, PluginError> {
-        let name = spec.name.clone();
-        match tokio::time::timeout(timeout, self.run_inner(spec, request)).await {
-            Ok(r) => r,
-            // Dropping the future drops the child, and kill_on_drop kills it.
-            Err(_) => Err(PluginError::Timeout { name, timeout }),
-        }
-    }
-
-    async fn run_inner(
-        &self,
-        spec: &ProviderSpec,
-        request: &Request<'_>,
-    ) -> Result<Response, PluginError> {
+        use crate::credentials::child::{self, Group, RunError};
         let name = &spec.name;
         let path = self.path(spec);
         let body = serde_json::to_vec(&WireRequest {
@@ -295,7 +281,8 @@ impl PluginRunner {
             service_account_annotations: request.service_account_annotations,
         })
         .expect("a request always serializes");
-        let mut child = spawn(&path, spec, self.base_env.as_deref())
+        let mut cmd = command(&path, spec, self.base_env.as_deref());
+        let spawned = child::spawn(&mut cmd, Group::Own)
             .await
             .map_err(|e| PluginError::Spawn {
                 name: name.clone(),
@@ -307,27 +294,31 @@ impl PluginRunner {
                     _ => format!("{e}; put the plugin in --image-credential-provider-bin-dir"),
                 },
             })?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A plugin may exit without reading stdin; that is its answer to judge.
-            let _ = stdin.write_all(&body).await;
-            drop(stdin);
-        }
-        let (out, err, status) = tokio::join!(
-            read_capped(child.stdout.take(), STDOUT_LIMIT),
-            read_prefix(child.stderr.take(), STDERR_LIMIT),
-            child.wait()
-        );
-        let failed = |problem: String| PluginError::Failed {
-            name: name.clone(),
-            status: problem,
-            stderr: String::new(),
-        };
-        let status = status.map_err(|e| failed(e.to_string()))?;
-        let out = out.map_err(|e| failed(e.to_string()))?;
-        // Stderr past its cap is cut, not an error: only one line of it is shown.
-        let err = err.unwrap_or_default();
+        // A plugin may exit without reading stdin; that is its answer to judge. Stderr past
+        // its cap is cut, not an error: only one line of it is shown.
+        let ran = child::finish(
+            spawned,
+            Group::Own,
+            Some(&body),
+            STDOUT_LIMIT,
+            STDERR_LIMIT,
+            timeout,
+        )
+        .await
+        .map_err(|e| match e {
+            RunError::Timeout => PluginError::Timeout {
+                name: name.clone(),
+                timeout,
+            },
+            RunError::Io(e) => PluginError::Failed {
+                name: name.clone(),
+                status: e.to_string(),
+                stderr: String::new(),
+            },
+        })?;
+        let (status, err) = (ran.status, ran.stderr);
         // First: a plugin cut off mid-write dies of the broken pipe, which is not its answer.
-        let Some(out) = out else {
+        let Some(out) = ran.stdout else {
             return Err(PluginError::TooMuchOutput { name: name.clone() });
         };
         // Nothing a plugin prints may carry a secret into a message: the passwords of its own
@@ -352,34 +343,18 @@ impl PluginRunner {
     }
 }
 
-async fn spawn(
-    path: &Path,
-    spec: &ProviderSpec,
-    base_env: Option<&[(OsString, OsString)]>,
-) -> std::io::Result<tokio::process::Child> {
-    let mut attempts = 0;
-    loop {
-        let mut cmd = Command::new(path);
-        cmd.args(&spec.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(env) = base_env {
-            cmd.env_clear().envs(env.iter().cloned());
-        }
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        match cmd.spawn() {
-            Ok(child) => return Ok(child),
-            // ETXTBSY: another thread forked while a freshly written plugin was still open
-            // for writing. Transient; retry briefly.
-            Err(e) if e.raw_os_error() == Some(26) && attempts < 5 => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => return Err(e),
-        }
+/// The plugin's command line: its args, the base environment (all of it when given, as the
+/// kubelet passes its own), then the spec's `env`.
+fn command(path: &Path, spec: &ProviderSpec, base_env: Option<&[(OsString, OsString)]>) -> Command {
+    let mut cmd = Command::new(path);
+    cmd.args(&spec.args)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(env) = base_env {
+        cmd.env_clear().envs(env.iter().cloned());
     }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    cmd
 }
 
 /// Decode a plugin's stdout. Errors say where and what kind of problem, never the text.
