@@ -123,6 +123,11 @@ pub(crate) enum KubeconfigError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// `--context ""`.
+    #[error(
+        "--context \"\": empty; name a context of the kubeconfig (kubectl config get-contexts), or leave --context out for its current-context"
+    )]
+    EmptyContext,
     /// `--context` was given but no kubeconfig was found.
     #[error("--context {0}: no kubeconfig found (pass --kubeconfig FILE or set KUBECONFIG)")]
     ContextWithoutKubeconfig(String),
@@ -320,6 +325,22 @@ fn files(env: &Environment) -> Option<(&'static str, Vec<PathBuf>)> {
     std::fs::symlink_metadata(&home)
         .is_ok()
         .then(|| ("~/.kube/config", vec![home]))
+}
+
+/// Why [`select`] found no kubeconfig in `env`, for the "no Kubernetes API" message:
+/// `$KUBECONFIG (a:b) names no file that exists`, or `no ~/.kube/config`.
+pub(crate) fn why_none(env: &Environment) -> String {
+    match (&env.kubeconfig_var, &env.home) {
+        (Some(var), _) => format!(
+            "$KUBECONFIG ({}) names no file that exists",
+            var.to_string_lossy()
+        ),
+        (None, Some(home)) => format!(
+            "no kubeconfig ({} does not exist)",
+            home.join(".kube").join("config").display()
+        ),
+        (None, None) => "no kubeconfig ($HOME is not set)".to_string(),
+    }
 }
 
 /// The kubeconfig's API server, or `None` when there is no kubeconfig at all (the caller

@@ -61,6 +61,19 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// The line that says which API server was found (`using kubeconfig $KUBECONFIG (…),
+    /// context c`), for stderr or the log; `None` for `--apiserver`, the caller's own choice
+    /// on the command line.
+    pub(crate) fn announce(&self) -> Option<String> {
+        match self {
+            Source::Flags => None,
+            Source::Kubeconfig { .. } => Some(format!("using kubeconfig {self}")),
+            Source::InCluster => Some(format!("using {self}")),
+        }
+    }
+}
+
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

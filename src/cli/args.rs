@@ -407,6 +407,9 @@ impl ApiServerArgs {
             }));
         }
         let env = crate::apiserver::kubeconfig::Environment::from_process(self.kubeconfig.clone());
+        if self.context.as_deref() == Some("") {
+            return Err(crate::apiserver::kubeconfig::KubeconfigError::EmptyContext);
+        }
         match crate::apiserver::kubeconfig::select(&env, self.context.as_deref())? {
             Some(loaded) => Ok(Some(loaded)),
             None => {
@@ -420,6 +423,18 @@ impl ApiServerArgs {
                 )
             }
         }
+    }
+}
+
+impl ApiServerArgs {
+    /// Why no API server was found ([`ApiServerArgs::target`] gave `None`), with the fix:
+    /// one line.
+    pub(crate) fn no_api_message(&self) -> String {
+        let env = crate::apiserver::kubeconfig::Environment::from_process(self.kubeconfig.clone());
+        format!(
+            "no Kubernetes API: {}, and not in a cluster (no KUBERNETES_SERVICE_HOST and ServiceAccount token); pass --kubeconfig FILE or --apiserver URL, or set KUBECONFIG",
+            crate::apiserver::kubeconfig::why_none(&env)
+        )
     }
 }
 

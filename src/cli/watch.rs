@@ -155,7 +155,7 @@ impl WatchArgs {
             && !is_dns_label(ns)
         {
             return Err(UsageError(format!(
-                "--namespace {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63); leave it out to watch every namespace"
+                "--namespace {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63); use -A to watch every namespace"
             )));
         }
         if let Some((k, v)) = &namespace_label
@@ -279,20 +279,11 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
         namespace: context_namespace,
     }) = target
     else {
-        return Err(UsageError(
-            "no Kubernetes API: pass --kubeconfig FILE or --apiserver URL, set KUBECONFIG, or run in a cluster (KUBERNETES_SERVICE_HOST and a ServiceAccount token)"
-                .into(),
-        )
-        .into());
+        return Err(UsageError(a.api.no_api_message()).into());
     };
-    // Which source, once, on stderr (stdout is --once's report). --apiserver is the
-    // caller's own choice on the command line; the others are found, so they are named.
-    match &api.source {
-        crate::apiserver::Source::Flags => {}
-        s @ crate::apiserver::Source::Kubeconfig { .. } => {
-            eprintln!("pullcheck: using kubeconfig {s}");
-        }
-        s @ crate::apiserver::Source::InCluster => eprintln!("pullcheck: using {s}"),
+    // Which source, once, on stderr (stdout is --once's report).
+    if let Some(line) = api.source.announce() {
+        eprintln!("pullcheck: {line}");
     }
     if api.source == crate::apiserver::Source::Flags
         && let Some(f) = api.credentials.token_file()

@@ -60,14 +60,19 @@ impl WebhookState {
         let metrics = Arc::new(Metrics::new());
         let engine = super::engines::build(&config, guard)?;
         let cluster = match &config.apiserver {
-            Some(api) => Some(Arc::new(Cluster::new(
-                api,
-                config.cache.secret_ttl,
-                metrics.clone(),
-            )?)),
+            Some(api) => {
+                if let Some(line) = api.source.announce() {
+                    tracing::info!("{line}");
+                }
+                Some(Arc::new(Cluster::new(
+                    api,
+                    config.cache.secret_ttl,
+                    metrics.clone(),
+                )?))
+            }
             None => {
                 tracing::warn!(
-                    "no Kubernetes API (not in a cluster, no --apiserver): images are checked without namespace pull secrets"
+                    "no Kubernetes API (no --apiserver or kubeconfig, not in a cluster): images are checked without namespace pull secrets"
                 );
                 None
             }

@@ -99,6 +99,43 @@ or drop the ':' to pull trainer:latest",
         "LIST /api/v1/pods: cannot connect: connection refused"
     );
     assert_eq!(r.stderr, format!("pullcheck: {error}\n"));
+    // No API server found: why, in one line (the kubeconfig files that don't exist).
+    let r = run(
+        &["watch", "--once"],
+        &[("KUBECONFIG", "/nonexistent/a:/nonexistent/b")],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: no Kubernetes API: $KUBECONFIG (/nonexistent/a:/nonexistent/b) names no file that exists, and not in a cluster (no KUBERNETES_SERVICE_HOST and ServiceAccount token); pass --kubeconfig FILE or --apiserver URL, or set KUBECONFIG\n"
+    );
+    for (args, line) in [
+        (
+            vec!["watch", "--once", "--context", ""],
+            "pullcheck: --context \"\": empty; name a context of the kubeconfig (kubectl config get-contexts), or leave --context out for its current-context\n",
+        ),
+        (
+            vec![
+                "watch",
+                "--once",
+                "-n",
+                "",
+                "--apiserver",
+                "https://127.0.0.1:1",
+            ],
+            "pullcheck: --namespace \"\": not a namespace name (lowercase letters, digits and '-', at most 63); use -A to watch every namespace\n",
+        ),
+    ] {
+        let r = run(&args, &[]);
+        r.assert_code(2);
+        assert_eq!(r.stderr, line, "{args:?}");
+    }
+    let r = run(&["watch", "--once"], &[("HOME", "/nonexistent-home")]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: no Kubernetes API: no kubeconfig (/nonexistent-home/.kube/config does not exist), and not in a cluster (no KUBERNETES_SERVICE_HOST and ServiceAccount token); pass --kubeconfig FILE or --apiserver URL, or set KUBECONFIG\n"
+    );
     // Text output keeps stdout empty.
     let r = run(&["check", "--timeout", "0", "busybox"], &[]);
     r.assert_code(2);

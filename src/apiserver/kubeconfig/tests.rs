@@ -124,9 +124,24 @@ fn the_source_is_flag_then_kubeconfig_var_then_home_and_missing_entries_are_skip
         l.api.source.to_string(),
         format!("$KUBECONFIG ({}), context ctx", var.display())
     );
+    // What the watch prints on stderr and the webhook logs.
+    assert_eq!(
+        l.api.source.announce(),
+        Some(format!(
+            "using kubeconfig $KUBECONFIG ({}), context ctx",
+            var.display()
+        ))
+    );
     // $KUBECONFIG naming only missing files: no kubeconfig, and ~/.kube/config is not read.
     env.kubeconfig_var = Some(missing.clone().into_os_string());
     assert!(select(&env, None).unwrap().is_none());
+    assert_eq!(
+        why_none(&env),
+        format!(
+            "$KUBECONFIG ({}) names no file that exists",
+            missing.display()
+        )
+    );
     env.kubeconfig_var = None;
     let l = loaded(&env, None);
     assert_eq!(l.api.url, "https://home:6443");
@@ -508,7 +523,11 @@ async fn a_plugin_whose_leftover_child_holds_stdout_still_answers() {
     let creds = loaded(&env_var(&[&f]), None).api.credentials;
     let t = std::time::Instant::now();
     assert_eq!(creds.bearer().await.unwrap().unwrap().expose(), "t-1");
-    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 /// A client key that is not the certificate's reads as that, not as rustls'
