@@ -152,6 +152,9 @@ pub(crate) struct ApiClient {
     client: reqwest::Client,
     base: Url,
     credentials: super::Credentials,
+    /// What ends an "unknown issuer" message: where this client's CA came from
+    /// ([`ApiServer::ca_hint`]).
+    ca_hint: std::sync::Arc<str>,
 }
 
 impl ApiClient {
@@ -171,6 +174,7 @@ impl ApiClient {
             client,
             base,
             credentials: api.credentials.clone(),
+            ca_hint: api.ca_hint().into(),
         })
     }
 
@@ -220,7 +224,11 @@ impl ApiClient {
                     .header(http::header::CONTENT_TYPE, content_type)
                     .body(bytes.to_vec());
             }
-            let resp = req.send().await.map_err(|e| transport(verb, &path, &e))?;
+            let resp = req.send().await.map_err(|e| ApiError::Transport {
+                verb,
+                path: path.clone(),
+                failure: crate::registry::http::classify_transport(&e, &self.ca_hint),
+            })?;
             if resp.status().as_u16() == 401 && !second && self.credentials.refused() {
                 second = true;
                 continue;

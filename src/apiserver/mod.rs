@@ -210,6 +210,28 @@ impl ApiServer {
         Ok(())
     }
 
+    /// The fix for an API server certificate no CA of ours signs: which setting holds the
+    /// CA, naming the kubeconfig file and cluster entry, or the flag, it came from.
+    pub(crate) fn ca_hint(&self) -> String {
+        match (&self.ca, &self.source) {
+            (Some(CaBundle::Pem { origin, .. }), _) => {
+                format!("{origin} does not sign it; set it to the API server's CA")
+            }
+            (Some(CaBundle::File(f)), Source::InCluster) => format!(
+                "the ServiceAccount's {} does not sign it (is KUBERNETES_SERVICE_HOST this cluster's API server?)",
+                f.display()
+            ),
+            (Some(CaBundle::File(f)), _) => format!(
+                "--apiserver-ca-file {} does not sign it; pass the API server's CA",
+                f.display()
+            ),
+            (None, s @ Source::Kubeconfig { .. }) => format!(
+                "the context's cluster entry sets no certificate-authority(-data) and the public roots don't sign it; set the API server's CA there ({s})"
+            ),
+            (None, _) => "pass the API server's CA with --apiserver-ca-file".to_string(),
+        }
+    }
+
     /// The TLS configuration: the CA (or the Mozilla roots) and the client certificate.
     pub(crate) fn tls_config(&self) -> Result<rustls::ClientConfig, ClusterError> {
         crate::pem::install_crypto_provider();

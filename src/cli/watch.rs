@@ -306,10 +306,15 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
             Err(e) => {
                 let line = api_hint(&e, &refused);
                 eprintln!("pullcheck: {line}");
-                // A refused token or a missing permission is the caller's to fix (usage);
-                // an API server that doesn't answer, or answers "later" (429, 5xx), may
-                // answer later (transient).
+                // A refused token, a missing permission or a CA that doesn't sign the API
+                // server's certificate is the caller's to fix (usage); an API server that
+                // doesn't answer, or answers "later" (429, 5xx), may answer later
+                // (transient).
                 let code = match e {
+                    crate::apiserver::ApiError::Transport {
+                        failure: crate::registry::error::Failure::Tls(_),
+                        ..
+                    } => crate::verdict::code::USAGE,
                     crate::apiserver::ApiError::Status { .. }
                     | crate::apiserver::ApiError::Credentials { .. }
                         if !e.is_retryable() =>

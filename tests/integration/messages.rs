@@ -130,6 +130,39 @@ or drop the ':' to pull trainer:latest",
         r.assert_code(2);
         assert_eq!(r.stderr, line, "{args:?}");
     }
+    // A kubeconfig whose CA does not sign the API server's certificate (a TLS registry
+    // stands in for the server: the handshake fails before any request): usage, naming the
+    // kubeconfig file and cluster entry.
+    let reg = crate::support::start_dedicated(crate::support::Mode::Basic);
+    let dir = crate::support::temp_dir();
+    let (other_ca, _) = crate::support::tls::self_signed(dir.path(), "other", "other CA", true);
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters:\n- name: prod\n  cluster:\n    server: https://{}\n    certificate-authority: other.crt\ncontexts:\n- name: x\n  context: {{cluster: prod, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n",
+            reg.host
+        ),
+    )
+    .unwrap();
+    let r = run(
+        &[
+            "watch",
+            "--once",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &[],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: using kubeconfig --kubeconfig ({k}), context x\npullcheck: LIST /api/v1/pods: TLS: certificate not trusted (unknown issuer); kubeconfig {k}, cluster prod: certificate-authority {ca} does not sign it; set it to the API server's CA\n",
+            k = kubeconfig.display(),
+            ca = other_ca.display()
+        )
+    );
     let r = run(&["watch", "--once"], &[("HOME", "/nonexistent-home")]);
     r.assert_code(2);
     assert_eq!(
