@@ -168,6 +168,18 @@ fn setup(
         "arm-nodes".into(),
         json!({"spec": {"nodeLabels": {"kubernetes.io/arch": "arm64"}}}),
     );
+    over(api, verdicts)
+}
+
+/// A reconciler over `api`, resolving images to `verdicts` (pullable when not listed).
+fn over(
+    api: FakeApi,
+    verdicts: &[(&str, Found)],
+) -> (
+    Arc<FakeApi>,
+    Arc<Table>,
+    WorkloadReconciler<FakeApi, Arc<Table>>,
+) {
     let api = Arc::new(api);
     let table = Arc::new(Table {
         verdicts: verdicts.iter().map(|(i, f)| (i.to_string(), *f)).collect(),
@@ -296,26 +308,6 @@ async fn checks_of_other_controllers_and_workloads_without_quota_are_left_alone(
     assert_eq!(r.reconcile(&key(&workload()), None).await, Requeue::Never);
 }
 
-/// A reconciler over `api` whose every image is pullable.
-fn over(
-    api: FakeApi,
-) -> (
-    Arc<FakeApi>,
-    Arc<Table>,
-    WorkloadReconciler<FakeApi, Arc<Table>>,
-) {
-    let api = Arc::new(api);
-    let table = Arc::new(Table::default());
-    let r = WorkloadReconciler::new(
-        api.clone(),
-        table.clone(),
-        UnprovenPolicy::AssumeReady,
-        Clock::at(wall()),
-        Arc::new(Metrics::new()),
-    );
-    (api, table, r)
-}
-
 #[tokio::test]
 async fn an_inactive_check_of_ours_is_not_answered_and_a_deleted_flavor_falls_back() {
     // Ours but naming spec.parameters: Active=False, so its Workloads are not answered.
@@ -323,7 +315,7 @@ async fn an_inactive_check_of_ours_is_not_answered_and_a_deleted_flavor_falls_ba
     let mut check = ours("image-check");
     check["spec"]["parameters"] = json!({"apiGroup": "x", "kind": "Y", "name": "strict"});
     api.checks.insert("image-check".into(), check);
-    let (api, _, r) = over(api);
+    let (api, _, r) = over(api, &[]);
     let w = workload();
     assert_eq!(
         r.reconcile(&key(&w), Some(Arc::new(w))).await,
@@ -335,7 +327,7 @@ async fn an_inactive_check_of_ours_is_not_answered_and_a_deleted_flavor_falls_ba
     // The assigned flavor is gone: the template's own platforms, and an answer.
     let mut api = FakeApi::default();
     api.checks.insert("image-check".into(), ours("image-check"));
-    let (api, table, r) = over(api);
+    let (api, table, r) = over(api, &[]);
     let w = workload();
     r.reconcile(&key(&w), Some(Arc::new(w))).await;
     assert_eq!(

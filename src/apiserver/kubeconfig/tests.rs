@@ -512,14 +512,8 @@ async fn a_plugin_whose_leftover_child_holds_stdout_still_answers() {
         "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t-1\"}}'\nsleep 60 &\n",
     );
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let f = write(
-        dir.path(),
-        "config",
-        &one(
-            "https://k:6443",
-            "    exec:\n      command: ./p.sh\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Never\n",
-        ),
-    );
+    let exec = "    exec:\n      command: ./p.sh\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Never\n";
+    let f = write(dir.path(), "config", &one("https://k:6443", exec));
     let creds = loaded(&env_var(&[&f]), None).api.credentials;
     let t = std::time::Instant::now();
     assert_eq!(creds.bearer().await.unwrap().unwrap().expose(), "t-1");
