@@ -166,7 +166,10 @@ async fn drain<R: AsyncRead + Unpin>(
     let Some(mut reader) = reader else {
         return Ok(false);
     };
-    let mut chunk = [0u8; 8192];
+    // On the heap: a buffer in the future's state would make every future that may run a
+    // credential program (the webhook's whole request) 8 KiB larger per stream, and debug
+    // builds copy futures on the stack (a stack overflow in the webhook's tests).
+    let mut chunk = vec![0u8; 8192];
     loop {
         let n = reader.read(&mut chunk).await?;
         if n == 0 {
