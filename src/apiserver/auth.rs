@@ -57,7 +57,9 @@ pub(crate) const UNSENDABLE: &str = "the token holds a line break or another con
 /// enters (kubeconfig, token file, plugin answer), so a bad one is a usage error naming its
 /// source, not a transport failure of the request.
 pub(crate) fn sendable(token: &str) -> bool {
-    http::HeaderValue::from_str(&format!("Bearer {token}")).is_ok()
+    // "Bearer " is itself a valid header value, so the token alone decides (no allocation
+    // per request).
+    http::HeaderValue::from_str(token).is_ok()
 }
 
 impl CredentialError {

@@ -336,8 +336,7 @@ impl ExecPlugin {
             status,
             stderr,
         };
-        let ran = match child::finish(spawned, group, None, STDOUT_LIMIT, STDERR_LIMIT, limit).await
-        {
+        let ran = match child::finish(spawned, None, STDOUT_LIMIT, STDERR_LIMIT, limit).await {
             Ok(r) => r,
             Err(RunError::Timeout) => {
                 return Err(ExecError::Timeout {

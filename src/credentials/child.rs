@@ -60,9 +60,16 @@ pub(crate) enum RunError {
     Io(io::Error),
 }
 
-/// Spawn `cmd` with piped stdout and stderr (stdin as the caller set it), killed when the
+/// A spawned program and the process group it was put in (which [`finish`] kills on a
+/// timeout).
+pub(crate) struct Running {
+    child: Child,
+    group: Group,
+}
+
+/// Spawn `cmd` with piped stdout (stdin and stderr as the caller set them), killed when the
 /// child is dropped, in the process group `group` says. ETXTBSY is retried up to 5 times.
-pub(crate) async fn spawn(cmd: &mut Command, group: Group) -> io::Result<Child> {
+pub(crate) async fn spawn(cmd: &mut Command, group: Group) -> io::Result<Running> {
     cmd.stdout(std::process::Stdio::piped()).kill_on_drop(true);
     if group == Group::Own {
         cmd.process_group(0);
@@ -70,7 +77,7 @@ pub(crate) async fn spawn(cmd: &mut Command, group: Group) -> io::Result<Child> 
     let mut attempts = 0;
     loop {
         match cmd.spawn() {
-            Ok(child) => return Ok(child),
+            Ok(child) => return Ok(Running { child, group }),
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempts < 5 => {
                 attempts += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -83,13 +90,13 @@ pub(crate) async fn spawn(cmd: &mut Command, group: Group) -> io::Result<Child> 
 /// Give `child` `stdin` (then close it; a program that exits without reading it is not an
 /// error), read its output within the caps and wait for it, all within `timeout`.
 pub(crate) async fn finish(
-    mut child: Child,
-    group: Group,
+    running: Running,
     stdin: Option<&[u8]>,
     stdout_cap: u64,
     stderr_cap: u64,
     timeout: Duration,
 ) -> Result<Ran, RunError> {
+    let Running { mut child, group } = running;
     let deadline = tokio::time::Instant::now() + timeout;
     let pid = child.id();
     let kill = |child: &mut Child| {
@@ -209,15 +216,7 @@ mod tests {
         let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let child = spawn(&mut sh(&script), Group::Own).await.unwrap();
         let t = Instant::now();
-        let r = finish(
-            child,
-            Group::Own,
-            None,
-            100,
-            100,
-            Duration::from_millis(500),
-        )
-        .await;
+        let r = finish(child, None, 100, 100, Duration::from_millis(500)).await;
         assert!(matches!(r, Err(RunError::Timeout)), "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(3));
         let pid = std::fs::read_to_string(&pidfile).unwrap();
@@ -237,7 +236,7 @@ mod tests {
             .await
             .unwrap();
         let t = Instant::now();
-        let r = finish(child, Group::Own, None, 100, 100, Duration::from_secs(20))
+        let r = finish(child, None, 100, 100, Duration::from_secs(20))
             .await
             .unwrap();
         assert!(
@@ -254,22 +253,15 @@ mod tests {
         let mut c = sh("cat; printf 0123456789 >&2");
         c.stdin(std::process::Stdio::piped());
         let child = spawn(&mut c, Group::Own).await.unwrap();
-        let r = finish(
-            child,
-            Group::Own,
-            Some(b"12345"),
-            5,
-            4,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+        let r = finish(child, Some(b"12345"), 5, 4, Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(
             (r.stdout.as_deref(), r.stderr.as_slice(), r.stderr_cut),
             (Some(&b"12345"[..]), &b"0123"[..], true)
         );
         let child = spawn(&mut sh("printf 123456"), Group::Own).await.unwrap();
-        let r = finish(child, Group::Own, None, 5, 4, Duration::from_secs(10))
+        let r = finish(child, None, 5, 4, Duration::from_secs(10))
             .await
             .unwrap();
         assert_eq!((r.stdout, r.stderr_cut), (None, false));

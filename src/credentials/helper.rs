@@ -115,7 +115,6 @@ impl HelperRunner {
                 })?;
         let ran = child::finish(
             spawned,
-            Group::Own,
             Some(server_url.as_bytes()),
             HELPER_OUTPUT_LIMIT,
             HELPER_OUTPUT_LIMIT,

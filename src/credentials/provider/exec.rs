@@ -296,26 +296,19 @@ impl PluginRunner {
             })?;
         // A plugin may exit without reading stdin; that is its answer to judge. Stderr past
         // its cap is cut, not an error: only one line of it is shown.
-        let ran = child::finish(
-            spawned,
-            Group::Own,
-            Some(&body),
-            STDOUT_LIMIT,
-            STDERR_LIMIT,
-            timeout,
-        )
-        .await
-        .map_err(|e| match e {
-            RunError::Timeout => PluginError::Timeout {
-                name: name.clone(),
-                timeout,
-            },
-            RunError::Io(e) => PluginError::Failed {
-                name: name.clone(),
-                status: e.to_string(),
-                stderr: String::new(),
-            },
-        })?;
+        let ran = child::finish(spawned, Some(&body), STDOUT_LIMIT, STDERR_LIMIT, timeout)
+            .await
+            .map_err(|e| match e {
+                RunError::Timeout => PluginError::Timeout {
+                    name: name.clone(),
+                    timeout,
+                },
+                RunError::Io(e) => PluginError::Failed {
+                    name: name.clone(),
+                    status: e.to_string(),
+                    stderr: String::new(),
+                },
+            })?;
         let (status, err) = (ran.status, ran.stderr);
         // First: a plugin cut off mid-write dies of the broken pipe, which is not its answer.
         let Some(out) = ran.stdout else {
