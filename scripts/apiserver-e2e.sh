@@ -52,11 +52,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t1=$SECONDS
-eval "$(scripts/control-plane.sh start)"
+cp_env=$(scripts/control-plane.sh start) || { log "the control plane did not start"; exit 1; }
+eval "$cp_env"
 log "control plane up in $((SECONDS - t1))s at $PULLCHECK_CP_SERVER"
 # Only its PULLCHECK_CP_* lines, renamed: KUBECONFIG and PATH stay the first one's.
-eval "$(PULLCHECK_CP_DIR="$state/cp-gate-off" PULLCHECK_CP_APISERVER_ARGS=--feature-gates=ContainerRestartRules=false \
-  scripts/control-plane.sh start | sed -n 's/^export PULLCHECK_CP_/export PULLCHECK_CP_GATE_OFF_/p')"
+cp_env=$(PULLCHECK_CP_DIR="$state/cp-gate-off" PULLCHECK_CP_APISERVER_ARGS=--feature-gates=ContainerRestartRules=false \
+  scripts/control-plane.sh start) || { log "the second control plane did not start"; exit 1; }
+eval "$(sed -n 's/^export PULLCHECK_CP_/export PULLCHECK_CP_GATE_OFF_/p' <<<"$cp_env")"
 log "second control plane (ContainerRestartRules=false) at $PULLCHECK_CP_GATE_OFF_SERVER"
 
 export PULLCHECK_APISERVER_E2E=1

@@ -36,16 +36,9 @@ bin_dir() {
   "$HERE/go-tools.sh" etcd kube-apiserver kubectl
 }
 
+# shellcheck source=scripts/lib.sh
+. "$HERE/lib.sh" # free_port
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() { # a random free port in 20000-59999, not one of the arguments
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-    case " $* " in *" $p "*) continue ;; esac
-    if port_free "$p"; then echo "$p"; return; fi
-  done
-  die "found no free port on 127.0.0.1"
-}
 
 # alive NAME: the pid in $STATE/NAME.pid runs the binary we started
 # running NAME: the recorded process still exists. Used while a component starts: right
@@ -107,9 +100,35 @@ cmd_start() {
   printf '%s,pullcheck-admin,uid-pullcheck-admin,"system:masters"\n' "$token" >"$STATE/tokens.csv"
   chmod 600 "$STATE/tokens.csv"
 
-  local ec ep ap
-  ec=${PULLCHECK_CP_ETCD_PORT:-$(free_port)}
-  ep=${PULLCHECK_CP_ETCD_PEER_PORT:-$(free_port "$ec")}
+  # etcd gets up to 3 tries: a picked port can still be taken before etcd binds it.
+  local ec ep ap etcd_up=""
+  for attempt in 1 2 3; do
+    ec=${PULLCHECK_CP_ETCD_PORT:-$(free_port)}
+    ep=${PULLCHECK_CP_ETCD_PEER_PORT:-$(free_port "$ec")}
+    log "etcd on 127.0.0.1:$ec (peer $ep)"
+    rm -rf "$STATE/etcd"
+    setsid "$bin/etcd" --name pullcheck --data-dir "$STATE/etcd" \
+      --listen-client-urls "http://127.0.0.1:$ec" --advertise-client-urls "http://127.0.0.1:$ec" \
+      --listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
+      --initial-cluster "pullcheck=http://127.0.0.1:$ep" --initial-cluster-state new \
+      --unsafe-no-fsync --log-level warn \
+      </dev/null >"$STATE/logs/etcd.log" 2>&1 &
+    echo $! >"$STATE/etcd.pid"
+    for _ in $(seq 1 100); do
+      if ! port_free "$ec"; then etcd_up=1; break; fi
+      running etcd || break
+      sleep 0.1
+    done
+    [ -z "$etcd_up" ] || break
+    if running etcd; then die "etcd not listening on 127.0.0.1:$ec after 10s (log: $STATE/logs/etcd.log)"; fi
+    tail -20 "$STATE/logs/etcd.log" >&2
+    if [ -z "${PULLCHECK_CP_ETCD_PORT:-}${PULLCHECK_CP_ETCD_PEER_PORT:-}" ] && [ "$attempt" -lt 3 ] &&
+      grep -q 'address already in use' "$STATE/logs/etcd.log"; then
+      log "etcd's port was taken meanwhile: trying other ports"
+      continue
+    fi
+    die "etcd exited"
+  done
   ap=${PULLCHECK_CP_APISERVER_PORT:-$(free_port "$ec" "$ep")}
   cat >"$STATE/env" <<EOF
 PULLCHECK_CP_SERVER=https://127.0.0.1:$ap
@@ -117,20 +136,6 @@ PULLCHECK_CP_TOKEN=$token
 PULLCHECK_CP_ETCD=http://127.0.0.1:$ec
 PULLCHECK_CP_BIN_DIR=$bin
 EOF
-
-  log "etcd on 127.0.0.1:$ec (peer $ep)"
-  setsid "$bin/etcd" --name pullcheck --data-dir "$STATE/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ec" --advertise-client-urls "http://127.0.0.1:$ec" \
-    --listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
-    --initial-cluster "pullcheck=http://127.0.0.1:$ep" --initial-cluster-state new \
-    --unsafe-no-fsync --log-level warn \
-    </dev/null >"$STATE/logs/etcd.log" 2>&1 &
-  echo $! >"$STATE/etcd.pid"
-  for _ in $(seq 1 100); do
-    port_free "$ec" || break
-    running etcd || { tail -20 "$STATE/logs/etcd.log" >&2; die "etcd exited"; }
-    sleep 0.1
-  done
 
   # PULLCHECK_CP_APISERVER_ARGS: extra flags, split on blanks (no flag value holds one)
   local extra_args=()

@@ -2,8 +2,35 @@
 # Shared shell helpers for scripts/: a throwaway Debian docker-registry on loopback and a
 # tiny OCI image pushed with skopeo. Source it; functions print what callers need.
 
+# free_port [PORT...]: a loopback port nothing holds, not one of the arguments, drawn below
+# the kernel's ephemeral range (net.ipv4.ip_local_port_range). A port the kernel hands out
+# itself (bind to port 0) can be taken again by any outgoing connection before the server
+# that was meant to listen on it binds: CI saw etcd fail with "bind: address already in use"
+# on such a port. Below the range only another free_port caller can take it.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 - "$@" <<'PY'
+import random, socket, sys
+taken = {int(a) for a in sys.argv[1:]}
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+top = max(low, 12000)
+for _ in range(500):
+    p = random.randrange(10000, top)
+    if p in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    sys.exit(0)
+sys.exit("free_port: no free port on 127.0.0.1 in 10000-%d" % (top - 1))
+PY
 }
 
 # make_tls DIR: a throwaway CA (DIR/ca.crt) and a server cert for 127.0.0.1 (DIR/server.{crt,key}).

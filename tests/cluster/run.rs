@@ -1,6 +1,9 @@
 //! What the runners share: the Job manifest, creating and following a Job, its
 //! condition, the doc's row and detail section, and host processes beside the node.
 
+#[path = "../integration/support/ports.rs"]
+mod ports;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -221,12 +224,9 @@ pub fn exit_codes(terms: &[(i64, String)]) -> Vec<i64> {
     c
 }
 
-/// A free loopback port (bound, then released for the child to take).
+/// A free loopback port below the ephemeral range (tests/integration/support/ports.rs).
 pub fn free_port() -> Result<u16, NodeError> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| NodeError::Setup(format!("no free port: {e}")))
+    ports::free_port().map_err(|e| NodeError::Setup(format!("no free port: {e}")))
 }
 
 /// Poll `url` with curl until it answers 2xx (at most `tries` × 0.2 s).

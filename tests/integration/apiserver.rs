@@ -184,11 +184,7 @@ fn helm_template(release: &str, namespace: &str, args: &[&str]) -> String {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::support::ports::free_port().expect("a free loopback port")
 }
 
 fn b64d(v: &Value) -> Vec<u8> {

@@ -79,11 +79,7 @@ or drop the ':' to pull trainer:latest",
         assert!(r.stderr.contains(error), "{args:?}: {}", r.stderr);
     }
     // watch --once with an API server that doesn't answer: transient, still a document.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::ports::free_port().unwrap();
     let api = format!("https://127.0.0.1:{port}");
     let r = run(&["watch", "--once", "-o", "json", "--apiserver", &api], &[]);
     r.assert_code(20);

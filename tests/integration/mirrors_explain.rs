@@ -541,9 +541,7 @@ fn every_json_document_has_the_same_schema_version() {
 fn an_unreachable_mirror_in_front_of_a_404_is_not_found_as_on_containerd_2() {
     let f = fixture();
     // A port nothing listens on: connection refused.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let unreachable = closed.local_addr().unwrap().to_string();
-    drop(closed);
+    let unreachable = format!("127.0.0.1:{}", crate::support::ports::free_port().unwrap());
     let image = format!("{}/oci/app:absent", f.anon.host);
     // (server, mirror tried first): the unreachable host as the mirror in front of the
     // registry's 404, then the reverse order of answers (the mirror 404s, the upstream is
@@ -580,9 +578,7 @@ fn an_unreachable_mirror_in_front_of_a_404_is_not_found_as_on_containerd_2() {
 #[test]
 fn node_runtime_picks_the_failure_that_wins_across_mirrors() {
     let f = fixture();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let unreachable = closed.local_addr().unwrap().to_string();
-    drop(closed);
+    let unreachable = format!("127.0.0.1:{}", crate::support::ports::free_port().unwrap());
     let image = format!("{}/oci/app:absent", f.anon.host);
     // (server, mirror tried first, runtime, exit code): containerd 2 keeps the 404,
     // containerd 1.7 the first failure that is not a 404, CRI-O the upstream's (tried last).

@@ -28,6 +28,7 @@ pub mod hostile_server;
 pub mod http;
 pub mod images;
 pub mod named;
+pub mod ports;
 pub mod process;
 pub mod registry;
 pub mod relay;

@@ -97,11 +97,7 @@ pub fn registry_binary() -> PathBuf {
 }
 
 fn free_port(addr: std::net::IpAddr) -> u16 {
-    std::net::TcpListener::bind((addr, 0))
-        .unwrap_or_else(|e| panic!("bind an ephemeral port on {addr}: {e}"))
-        .local_addr()
-        .unwrap()
-        .port()
+    super::ports::free_port_on(addr).unwrap_or_else(|e| panic!("a free port on {addr}: {e}"))
 }
 
 fn config_yaml(s: &Setup, port: u16) -> String {
