@@ -123,6 +123,18 @@ pub(crate) enum KubeconfigError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// One file names two clusters, users or contexts alike. kubectl refuses the file
+    /// (k8s.io/client-go/tools/clientcmd/api/v1/conversion.go: "duplicate name ... in
+    /// list"); taking either entry could talk to the wrong cluster.
+    #[error("kubeconfig {}: two {what} entries named {name:?}; rename or remove one", file.display())]
+    Duplicate {
+        /// The file.
+        file: PathBuf,
+        /// `cluster`, `user` or `context`.
+        what: &'static str,
+        /// The name used twice.
+        name: String,
+    },
     /// `--context ""`.
     #[error(
         "--context \"\": empty; name a context of the kubeconfig (kubectl config get-contexts), or leave --context out for its current-context"
@@ -276,29 +288,57 @@ struct Merged {
 }
 
 impl Merged {
-    fn add(&mut self, file: &Path, raw: RawConfig) {
+    /// Adds one file's entries under the ones already merged (first file wins, as kubectl
+    /// merges). Errors: a name used twice within the file.
+    fn add(&mut self, file: &Path, raw: RawConfig) -> Result<(), KubeconfigError> {
         if self.current_context.is_none() {
             self.current_context = raw.current_context.filter(|c| !c.is_empty());
         }
-        for c in raw.clusters.unwrap_or_default() {
+        let clusters = raw.clusters.unwrap_or_default();
+        let users = raw.users.unwrap_or_default();
+        let contexts = raw.contexts.unwrap_or_default();
+        unique(file, "cluster", clusters.iter().map(|c| c.name.as_str()))?;
+        unique(file, "user", users.iter().map(|u| u.name.as_str()))?;
+        unique(file, "context", contexts.iter().map(|c| c.name.as_str()))?;
+        for c in clusters {
             self.clusters.entry(c.name).or_insert_with(|| Defined {
                 file: file.to_path_buf(),
                 value: c.cluster.unwrap_or_default(),
             });
         }
-        for u in raw.users.unwrap_or_default() {
+        for u in users {
             self.users.entry(u.name).or_insert_with(|| Defined {
                 file: file.to_path_buf(),
                 value: u.user.unwrap_or_default(),
             });
         }
-        for c in raw.contexts.unwrap_or_default() {
+        for c in contexts {
             self.contexts.entry(c.name).or_insert_with(|| Defined {
                 file: file.to_path_buf(),
                 value: c.context.unwrap_or_default(),
             });
         }
+        Ok(())
     }
+}
+
+/// The first name of `names` used twice, as [`KubeconfigError::Duplicate`].
+fn unique<'a>(
+    file: &Path,
+    what: &'static str,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<(), KubeconfigError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err(KubeconfigError::Duplicate {
+                file: file.to_path_buf(),
+                what,
+                name: n.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Which kubeconfig files to read, and what named them; `None`: no kubeconfig (go on to
@@ -372,7 +412,7 @@ pub(crate) fn select(
                 reason: e.to_string().lines().next().unwrap_or_default().to_string(),
             })?
         };
-        merged.add(f, raw);
+        merged.add(f, raw)?;
     }
     let joined = || {
         files

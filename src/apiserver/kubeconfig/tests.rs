@@ -582,3 +582,52 @@ fn a_client_key_of_another_certificate_is_named() {
         )
     );
 }
+
+#[test]
+fn a_name_used_twice_in_one_file_is_refused_as_kubectl_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = one("https://k:6443", "    token: t\n");
+    // A second cluster "c" (another server), a second user "u", a second context "ctx".
+    let cases = [
+        (
+            "cluster",
+            "c",
+            base.replace(
+                "clusters:\n",
+                "clusters:\n- name: c\n  cluster:\n    server: https://other:6443\n",
+            ),
+        ),
+        (
+            "user",
+            "u",
+            format!("{base}- name: u\n  user:\n    token: other\n"),
+        ),
+        (
+            "context",
+            "ctx",
+            base.replace(
+                "contexts:\n",
+                "contexts:\n- name: ctx\n  context: {cluster: c, user: u, namespace: prod}\n",
+            ),
+        ),
+    ];
+    for (what, name, text) in cases {
+        let f = write(dir.path(), &format!("dup-{what}"), &text);
+        assert_eq!(
+            error(&env_var(&[&f]), None),
+            format!(
+                "kubeconfig {}: two {what} entries named {name:?}; rename or remove one",
+                f.display()
+            )
+        );
+    }
+    // The same name in two files is the merge, not a duplicate: the first file wins.
+    let first = write(dir.path(), "first", &base);
+    let second = write(
+        dir.path(),
+        "second",
+        &one("https://second:6443", "    token: s\n"),
+    );
+    let l = loaded(&env_var(&[&first, &second]), None);
+    assert_eq!(l.api.url, "https://k:6443");
+}
