@@ -226,6 +226,7 @@ impl ApiClient {
             }
             let resp = req.send().await.map_err(|e| ApiError::Transport {
                 verb,
+                server: url.origin().ascii_serialization(),
                 path: path.clone(),
                 failure: crate::registry::http::classify_transport(&e, &self.ca_hint),
             })?;
@@ -469,6 +470,10 @@ async fn read_answer(
 fn transport(verb: Verb, path: &str, e: &reqwest::Error) -> ApiError {
     ApiError::Transport {
         verb,
+        server: e
+            .url()
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default(),
         path: path.to_string(),
         failure: crate::registry::http::classify_transport(e, CA_HINT),
     }

@@ -94,10 +94,13 @@ pub(crate) enum ApiError {
     },
     /// No answer: DNS, connect, TLS, timeout (the registry layer's classification,
     /// [`crate::registry::http::classify_transport`]).
-    #[error("{verb} {path}: {failure}")]
+    #[error("{verb} {server}{path}: {failure}")]
     Transport {
         /// The call.
         verb: Verb,
+        /// The API server, `scheme://host:port` (which server did not answer is the first
+        /// thing to check, as kubectl's "Unable to connect to the server" names it).
+        server: String,
         /// The URL path.
         path: String,
         /// What failed.

@@ -92,7 +92,7 @@ or drop the ':' to pull trainer:latest",
     // The API client classifies transport failures as the registry client does.
     assert_eq!(
         error,
-        "LIST /api/v1/pods: cannot connect: connection refused"
+        format!("LIST {api}/api/v1/pods: cannot connect: connection refused")
     );
     assert_eq!(r.stderr, format!("pullcheck: {error}\n"));
     // No API server found: why, in one line (the kubeconfig files that don't exist).
@@ -154,7 +154,8 @@ or drop the ':' to pull trainer:latest",
     assert_eq!(
         r.stderr,
         format!(
-            "pullcheck: using kubeconfig --kubeconfig ({k}), context x\npullcheck: LIST /api/v1/pods: TLS: certificate not trusted (unknown issuer); kubeconfig {k}, cluster prod: certificate-authority {ca} does not sign it; set it to the API server's CA\n",
+            "pullcheck: using kubeconfig --kubeconfig ({k}), context x\npullcheck: LIST https://{h}/api/v1/pods: TLS: certificate not trusted (unknown issuer); kubeconfig {k}, cluster prod: certificate-authority {ca} does not sign it; set it to the API server's CA\n",
+            h = reg.host,
             k = kubeconfig.display(),
             ca = other_ca.display()
         )
