@@ -7,6 +7,7 @@
 # itself (bind to port 0) can be taken again by any outgoing connection before the server
 # that was meant to listen on it binds: CI saw etcd fail with "bind: address already in use"
 # on such a port. Below the range only another free_port caller can take it.
+# shellcheck disable=SC2120 # the arguments are optional (ports to avoid)
 free_port() {
   python3 - "$@" <<'PY'
 import random, socket, sys
