@@ -176,8 +176,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         Output::Json => serde_json::to_string_pretty(&ex).unwrap_or_default() + "\n",
         Output::Text => render(&ex),
     };
-    super::print(&text)?;
-    Ok(0)
+    super::print_result(&text, 0)
 }
 
 fn platform_list(p: &[crate::platform::Platform]) -> String {

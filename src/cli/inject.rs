@@ -222,8 +222,7 @@ fn remove(
     let out = to_yaml_stream(docs.iter().map(|d| &d.value))
         .map_err(|e| UsageError(format!("{shown}: {e}")))?;
     print_warnings(&shown.to_string(), &warnings);
-    super::print(&out)?;
-    Ok(code::OK)
+    super::print_result(&out, code::OK)
 }
 
 fn print_warnings(shown: &str, warnings: &[(usize, crate::k8s::Warning)]) {
@@ -276,6 +275,5 @@ scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --image IMAGE@sha256:…
     let out = to_yaml_stream(docs.iter().map(|d| &d.value))
         .map_err(|e| UsageError(format!("{shown}: {e}")))?;
     print_warnings(&shown.to_string(), &warnings);
-    super::print(&out)?;
-    Ok(code::OK)
+    super::print_result(&out, code::OK)
 }
