@@ -97,7 +97,7 @@ pub(crate) fn unpinned_image_warning(flag: &str, image: &str) -> Option<String> 
     if !crate::k8s::templates::is_unpinned(image) {
         return None;
     }
-    if image == crate::k8s::inject::default_image() {
+    if image == crate::k8s::container::default_image() {
         return Some(format!(
             "{flag} {image} is the default, a placeholder nobody publishes: build and push your \
 own with scripts/publish-image.sh REGISTRY/REPO:TAG and pass the {flag} IMAGE@sha256:… it prints"

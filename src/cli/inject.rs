@@ -9,9 +9,8 @@ use super::init_container::{Transient, unpinned_image_warning, validate_options}
 use super::input::{load_table, read_documents};
 use super::{CliError, UsageError};
 use crate::k8s::KubernetesVersion;
-use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image, inject_documents,
-};
+use crate::k8s::container::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
+use crate::k8s::inject::inject_documents;
 use crate::k8s::remove::remove_object;
 use crate::k8s::yaml::to_yaml_stream;
 use crate::verdict::code;

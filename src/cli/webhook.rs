@@ -11,9 +11,8 @@ use super::input::load_table;
 use super::plan::{list_or_default, seconds};
 use super::{CliError, UsageError};
 use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS};
-use crate::k8s::inject::{
-    DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, TransientAction, default_image,
-};
+use crate::k8s::TransientAction;
+use crate::k8s::container::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
 use crate::platform::Platform;
 use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
 use crate::verdict::code;

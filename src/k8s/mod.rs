@@ -3,6 +3,8 @@
 //! - [`yaml`]: multi-document YAML I/O that keeps key order and unknown fields;
 //! - [`templates`]: the kind → pod-template table (data, extensible with `--kinds`) and the
 //!   image extraction shared by `inject`, `lint`, `scan` and the webhook;
+//! - [`container`]: what the `pullcheck` init container is (image, resources, arguments,
+//!   mounts) and the volumes it reads;
 //! - [`inject`]: adds the `pullcheck` init container (and, with fail-fast, [`policy`]'s
 //!   podFailurePolicy rules);
 //! - [`remove`]: takes out everything `inject` owns (`inject --remove`);
@@ -13,6 +15,7 @@
 //! Nothing here touches the network; objects are plain [`serde_json::Value`]s.
 
 pub(crate) mod annotation_budget;
+pub(crate) mod container;
 pub(crate) mod index_bodies;
 pub mod inject;
 pub mod lint;

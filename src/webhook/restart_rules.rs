@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 
 use super::cluster::Cluster;
 use crate::k8s::KubernetesVersion;
-use crate::k8s::inject::{CONTAINER_NAME, Handed, InjectOptions, TransientAction, init_container};
+use crate::k8s::container::{Handed, InjectOptions, init_container};
+use crate::k8s::{CONTAINER_NAME, TransientAction};
 
 /// Where the dry-run probe Pod is created (`--probe-namespace`, `--probe-service-account`).
 #[derive(Debug, Clone, PartialEq, Eq)]
