@@ -27,7 +27,9 @@
 
 mod config;
 mod duration;
+mod error;
 mod exec;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -42,7 +44,9 @@ use sha2::{Digest, Sha256};
 
 use config::ExecApi;
 pub(crate) use config::{ConfigError, ProviderSpec, TokenAttributes, TokenCacheType};
-pub(crate) use exec::{CacheKeyType, KUBELET_TIMEOUT, PluginError, PluginRunner};
+pub(crate) use error::PluginError;
+pub(crate) use exec::{KUBELET_TIMEOUT, PluginRunner};
+pub(crate) use wire::CacheKeyType;
 
 use super::Credential;
 use super::docker_config::DockerConfig;
@@ -394,7 +398,7 @@ impl Providers {
             }
         }
         p.calls.fetch_add(1, Ordering::Relaxed);
-        let request = exec::Request {
+        let request = wire::Request {
             image,
             service_account_token: token.as_ref().map(|t| &t.token),
             service_account_annotations: token.as_ref().map(|t| &t.annotations),
@@ -549,9 +553,9 @@ pub fn fuzz_decoders(
     let answers = [ExecApi::V1, ExecApi::V1beta1, ExecApi::V1alpha1]
         .into_iter()
         .map(|api| {
-            exec::decode("fuzz", api, response)
+            wire::decode("fuzz", api, response)
                 .map(|r| r.auth.iter().count())
-                .map_err(|e| exec::redacted(e, response).to_string())
+                .map_err(|e| error::redacted(e, response).to_string())
         })
         .collect();
     (specs, answers)
