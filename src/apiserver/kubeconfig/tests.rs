@@ -1,4 +1,5 @@
 use super::*;
+use crate::apiserver::CaBundle;
 
 use std::os::unix::fs::PermissionsExt as _;
 
