@@ -83,12 +83,7 @@ into the binary (repeatable). SSL_CERT_FILE is honoured too."
         long = "node-credentials",
         value_name = "PATTERN",
         help_heading = "Credentials",
-        long_help = "Registry patterns (kubelet matchImages glob syntax) where the kubelet pulls \
-with node credential providers pullcheck can't see (ECR, Artifact Registry, ACR): there verdict \
-14 becomes a pass with a warning. Where --image-credential-provider-config has a provider for \
-the image, the provider decides instead. Repeatable; default: *.dkr.ecr.*.amazonaws.com, \
-*.dkr.ecr.*.amazonaws.com.cn, *-docker.pkg.dev, gcr.io, *.gcr.io, *.azurecr.io, *.azurecr.cn. \
-'none' disables."
+        long_help = node_credentials_help()
     )]
     pub node_credentials: Vec<String>,
 
@@ -126,8 +121,11 @@ pullcheck runs with."
         long = "metered-registry",
         value_name = "HOST",
         help_heading = "Registry",
-        long_help = "Registries where every manifest GET counts as a pull (repeatable). \
-Default: docker.io. 'none' clears the list."
+        long_help = format!(
+            "Registries where every manifest GET counts as a pull (repeatable). Default: {}. \
+'none' clears the list.",
+            crate::engine::DEFAULT_METERED_REGISTRIES.join(", ")
+        )
     )]
     pub metered_registry: Vec<String>,
 
@@ -187,8 +185,7 @@ impl RegistryArgs {
 
     /// The credential providers from `--image-credential-provider-config` and
     /// `--image-credential-provider-bin-dir` (clap makes them come together). Each plugin
-    /// run gets half of `budget` (the run's deadline), at most the kubelet's minute, so a
-    /// hanging plugin leaves the other half for the registry and the verdict names it.
+    /// run gets [`crate::credentials::provider::plugin_timeout`] of `budget`.
     pub(crate) fn credential_providers(
         &self,
         budget: std::time::Duration,
@@ -202,7 +199,7 @@ impl RegistryArgs {
         crate::credentials::provider::Providers::load(
             config,
             bin_dir,
-            (budget / 2).min(crate::credentials::provider::KUBELET_TIMEOUT),
+            crate::credentials::provider::plugin_timeout(budget),
         )
         .map(Some)
         .map_err(|e| UsageError(e.to_string()))
@@ -228,6 +225,18 @@ pub(super) fn concurrency(n: usize) -> Result<usize, UsageError> {
         )));
     }
     Ok(n)
+}
+
+/// `--node-credentials`' long help, whose default list is
+/// [`crate::engine::DEFAULT_NODE_CREDENTIAL_PATTERNS`] itself (never a hand copy).
+fn node_credentials_help() -> String {
+    format!(
+        "Registry patterns (kubelet matchImages glob syntax) where the kubelet pulls with node \
+credential providers pullcheck can't see (ECR, Artifact Registry, ACR): there verdict 14 \
+becomes a pass with a warning. Where --image-credential-provider-config has a provider for the \
+image, the provider decides instead. Repeatable; default: {}. 'none' disables.",
+        crate::engine::DEFAULT_NODE_CREDENTIAL_PATTERNS.join(", ")
+    )
 }
 
 /// Options shared by every command that resolves images.

@@ -1,6 +1,6 @@
 //! `pullcheck webhook`: flags → [`crate::webhook::Config`], then serve until SIGTERM.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -14,9 +14,9 @@ use crate::engine::{DEFAULT_METERED_REGISTRIES, DEFAULT_NODE_CREDENTIAL_PATTERNS
 use crate::k8s::TransientAction;
 use crate::k8s::container::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_image};
 use crate::platform::Platform;
-use crate::registry::guard::{AddrClass, Classes, Guard, GuardPolicy};
+use crate::registry::guard::{Guard, GuardPolicy};
 use crate::verdict::code;
-use crate::webhook::config::{CacheConfig, Config, Mode};
+use crate::webhook::config::{CacheConfig, Config, DEFAULT_CLUSTER_PLATFORMS, Mode};
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,8 +124,8 @@ Off by default: token-mode providers then give \"assumed, not verified\"."
         long = "cluster-platform",
         value_name = "OS/ARCH[/VARIANT]",
         help_heading = "Policy",
-        long_help = "A platform of the cluster's nodes (repeatable; default linux/amd64 and \
-linux/arm64). The node is unknown at admission, so an index passes when it has an entry for \
+        default_values_t = DEFAULT_CLUSTER_PLATFORMS.iter().map(|p| p.to_string()),
+        long_help = "A platform of the cluster's nodes (repeatable). The node is unknown at admission, so an index passes when it has an entry for \
 at least one of them; a pod template pinning kubernetes.io/arch (nodeSelector or required node \
 affinity) or kubernetes.io/os narrows the list. An OS or architecture outside Go's GOOS/GOARCH \
 lists (and containerd's aliases x86_64, aarch64, armhf, i386) is a usage error naming the close \
@@ -293,7 +293,7 @@ link-local literals and the API server stay refused."
     #[arg(
         long = "cache-positive-ttl",
         value_name = "SECONDS",
-        default_value_t = 600.0,
+        default_value_t = CacheConfig::DEFAULT.positive_ttl.as_secs_f64(),
         help_heading = "Cache",
         long_help = "Seconds a pullable verdict is reused for the same reference, credentials and platforms."
     )]
@@ -303,7 +303,7 @@ link-local literals and the API server stay refused."
     #[arg(
         long = "cache-negative-ttl",
         value_name = "SECONDS",
-        default_value_t = 30.0,
+        default_value_t = CacheConfig::DEFAULT.negative_ttl.as_secs_f64(),
         help_heading = "Cache",
         long_help = "Seconds a failing verdict (not found, denied, ...) is reused. Transient verdicts are never cached."
     )]
@@ -313,7 +313,7 @@ link-local literals and the API server stay refused."
     #[arg(
         long = "cache-max-mib",
         value_name = "MIB",
-        default_value_t = 32,
+        default_value_t = CacheConfig::DEFAULT.max_bytes / (1024 * 1024),
         help_heading = "Cache",
         long_help = "Upper bound of the verdict cache's memory estimate, in MiB; the least used entries go first."
     )]
@@ -323,7 +323,7 @@ link-local literals and the API server stay refused."
     #[arg(
         long = "secret-cache-ttl",
         value_name = "SECONDS",
-        default_value_t = 10.0,
+        default_value_t = CacheConfig::DEFAULT.secret_ttl.as_secs_f64(),
         help_heading = "Cache",
         long_help = "Seconds a Secret or ServiceAccount read from the API is reused."
     )]
@@ -334,12 +334,8 @@ impl WebhookArgs {
     /// The validated configuration.
     pub(crate) fn config(&self) -> Result<Config, UsageError> {
         let budget = seconds("--budget", self.budget, 30.0)?;
-        let platforms: Vec<String> = if self.cluster_platform.is_empty() {
-            vec!["linux/amd64".into(), "linux/arm64".into()]
-        } else {
-            self.cluster_platform.clone()
-        };
-        let cluster_platforms = platforms
+        let cluster_platforms = self
+            .cluster_platform
             .iter()
             .map(|p| {
                 Platform::parse_flag(p)
@@ -442,25 +438,14 @@ impl WebhookArgs {
         })
     }
 
-    /// The address guard: special addresses and the API server refused by default.
+    /// The address guard ([`GuardPolicy::webhook`]).
     pub(crate) fn guard_policy(&self) -> GuardPolicy {
-        let mut deny_addrs: Vec<IpAddr> = Vec::new();
-        if let Some(ip) = std::env::var("KUBERNETES_SERVICE_HOST")
-            .ok()
-            .and_then(|h| h.trim_matches(['[', ']']).parse().ok())
-        {
-            deny_addrs.push(ip);
-        }
-        GuardPolicy {
-            registries: if self.allow_loopback_registries {
-                Classes::ORDINARY.with(AddrClass::Loopback)
-            } else {
-                Classes::ORDINARY
-            },
-            deny_hosts: self.deny_registry.clone(),
-            allow_hosts: self.allow_registry.clone(),
-            deny_addrs,
-        }
+        GuardPolicy::webhook(
+            self.allow_loopback_registries,
+            self.deny_registry.clone(),
+            self.allow_registry.clone(),
+            std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
+        )
     }
 }
 

@@ -180,6 +180,33 @@ impl Default for GuardPolicy {
     }
 }
 
+impl GuardPolicy {
+    /// The webhook's policy. Image names come from whoever writes a Job, so registries on
+    /// special addresses are refused (loopback only with `allow_loopback`, for tests and kind
+    /// clusters), and so is the cluster's API server: `service_host` is the value of
+    /// `KUBERNETES_SERVICE_HOST` (an IP literal, brackets allowed; anything else adds nothing).
+    pub(crate) fn webhook(
+        allow_loopback: bool,
+        deny_hosts: Vec<String>,
+        allow_hosts: Vec<String>,
+        service_host: Option<&str>,
+    ) -> Self {
+        GuardPolicy {
+            registries: if allow_loopback {
+                Classes::ORDINARY.with(AddrClass::Loopback)
+            } else {
+                Classes::ORDINARY
+            },
+            deny_hosts,
+            allow_hosts,
+            deny_addrs: service_host
+                .and_then(|h| h.trim_matches(['[', ']']).parse().ok())
+                .into_iter()
+                .collect(),
+        }
+    }
+}
+
 /// A refusal, with the reason in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -661,5 +688,30 @@ mod tests {
         });
         assert!(g.admit_registry("10.96.0.1:443").is_err());
         assert!(g.admit_registry("10.96.0.2:443").is_ok());
+    }
+
+    #[test]
+    fn the_webhook_policy_refuses_the_api_server_and_lets_loopback_through_only_when_asked() {
+        let p = GuardPolicy::webhook(false, vec![], vec![], Some("[fd00::1]"));
+        assert_eq!(p.deny_addrs, vec!["fd00::1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(p.registries, Classes::ORDINARY);
+        let p = GuardPolicy::webhook(true, vec!["d".into()], vec!["a".into()], Some("10.96.0.1"));
+        assert_eq!(p.deny_addrs, vec!["10.96.0.1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(p.registries, Classes::ORDINARY.with(AddrClass::Loopback));
+        assert_eq!(
+            (p.deny_hosts, p.allow_hosts),
+            (vec!["d".to_string()], vec!["a".to_string()])
+        );
+        // A host name (not an address) and no variable add nothing.
+        assert!(
+            GuardPolicy::webhook(false, vec![], vec![], Some("kubernetes"))
+                .deny_addrs
+                .is_empty()
+        );
+        assert!(
+            GuardPolicy::webhook(false, vec![], vec![], None)
+                .deny_addrs
+                .is_empty()
+        );
     }
 }

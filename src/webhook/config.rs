@@ -35,16 +35,25 @@ pub struct CacheConfig {
     pub secret_ttl: Duration,
 }
 
+impl CacheConfig {
+    /// The defaults, which the webhook's `--cache-*` and `--secret-cache-ttl` flags show.
+    pub const DEFAULT: CacheConfig = CacheConfig {
+        positive_ttl: Duration::from_secs(600),
+        negative_ttl: Duration::from_secs(30),
+        max_bytes: 32 * 1024 * 1024,
+        secret_ttl: Duration::from_secs(10),
+    };
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
-        CacheConfig {
-            positive_ttl: Duration::from_secs(600),
-            negative_ttl: Duration::from_secs(30),
-            max_bytes: 32 * 1024 * 1024,
-            secret_ttl: Duration::from_secs(10),
-        }
+        CacheConfig::DEFAULT
     }
 }
+
+/// The platforms assumed for the cluster's nodes when `--cluster-platform` names none
+/// (OS/ARCH[/VARIANT], the flag's syntax): the two that batch clusters run.
+pub const DEFAULT_CLUSTER_PLATFORMS: &[&str] = &["linux/amd64", "linux/arm64"];
 
 /// Everything the webhook needs, validated.
 #[derive(Debug, Clone)]

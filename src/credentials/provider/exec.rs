@@ -28,6 +28,14 @@ use super::wire::{Request, Response, WireRequest, decode};
 /// The kubelet's fixed deadline for one plugin run.
 pub(crate) const KUBELET_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The deadline of one plugin run inside a run whose deadline is `budget`: half of it, at
+/// most the kubelet's minute. A hanging plugin so leaves the other half for the registry,
+/// and the verdict can name the plugin instead of a deadline (a documented deviation: the
+/// kubelet always waits its minute).
+pub(crate) fn plugin_timeout(budget: Duration) -> Duration {
+    (budget / 2).min(KUBELET_TIMEOUT)
+}
+
 /// The most bytes of a plugin's stdout pullcheck reads (the kubelet reads all of it).
 pub(crate) const STDOUT_LIMIT: u64 = 4 * 1024 * 1024;
 
@@ -178,6 +186,15 @@ fn klog_message<'a>(line: &'a str, severities: &[char]) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_run_gets_half_the_budget_and_never_more_than_the_kubelets_minute() {
+        assert_eq!(
+            plugin_timeout(Duration::from_secs(8)),
+            Duration::from_secs(4)
+        );
+        assert_eq!(plugin_timeout(Duration::from_secs(300)), KUBELET_TIMEOUT);
+    }
 
     #[test]
     fn a_failure_is_told_by_the_klog_error_line_else_the_first_line() {

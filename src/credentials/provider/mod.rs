@@ -45,7 +45,7 @@ use sha2::{Digest, Sha256};
 use config::ExecApi;
 pub(crate) use config::{ConfigError, ProviderSpec, TokenAttributes, TokenCacheType};
 pub(crate) use error::PluginError;
-pub(crate) use exec::{KUBELET_TIMEOUT, PluginRunner};
+pub(crate) use exec::{PluginRunner, plugin_timeout};
 pub(crate) use wire::CacheKeyType;
 
 use super::Credential;
