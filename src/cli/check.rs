@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::args::{Output, ResolveArgs};
-use super::input::{read_capped, read_references, stdin_at_most_once};
+use super::input::{read_references, stdin_at_most_once};
 use super::{CliError, UsageError};
 use crate::engine::Engine;
 use crate::report::{json, termination, text};
@@ -170,7 +170,8 @@ fn read_registry_config(
             "--registry-config {shown}: {e}; it must be the pullcheck.io/registry-config annotation the webhook wrote (inject again, or use a checker image as new as the webhook)"
         ))
     };
-    let text = read_capped(path, MAX_REGISTRY_CONFIG_FILE).map_err(bad)?;
+    let text = crate::files::read_capped_text(path, MAX_REGISTRY_CONFIG_FILE)
+        .map_err(|e| bad(e.to_string()))?;
     let received = crate::engine::handover::decode(&text).map_err(|e| bad(e.to_string()))?;
     if received.is_none() && !quiet {
         eprintln!(
@@ -189,7 +190,7 @@ const MAX_INDEX_BODIES_FILE: u64 = 1024 * 1024;
 async fn remember_index_bodies(engine: &Engine, path: &Path) -> Vec<String> {
     use crate::engine::BodyRefused;
     let shown = path.display();
-    let text = match read_capped(path, MAX_INDEX_BODIES_FILE) {
+    let text = match crate::files::read_capped_text(path, MAX_INDEX_BODIES_FILE) {
         Ok(t) => t,
         Err(e) => return vec![format!("--index-bodies {shown}: {e}; checking without it")],
     };

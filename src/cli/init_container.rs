@@ -145,7 +145,7 @@ pub(crate) fn registry_settings(
     let ca_bundles = ca_files
         .iter()
         .map(|f| {
-            crate::engine::handover::read_pem(f)
+            crate::registry::tls::ca_text(f)
                 .map_err(|e| UsageError(format!("--ca-file {}: {e}", f.display())))
         })
         .collect::<Result<_, _>>()?;

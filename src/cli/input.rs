@@ -200,13 +200,6 @@ pub(crate) fn read_manifests(
     Ok(out)
 }
 
-/// The file's text, refusing more than `max` bytes, anything but UTF-8, and anything but a
-/// regular file (a FIFO would block past every deadline; the downward API writes a
-/// regular file behind a symlink).
-pub(crate) fn read_capped(path: &Path, max: u64) -> Result<String, String> {
-    crate::files::read_capped_text(path, max).map_err(|e| e.to_string())
-}
-
 /// The largest `check -f` file read, in bytes (the manifest limit: a list of references is
 /// never larger than the manifests they come from).
 const MAX_REFERENCES_BYTES: u64 = MAX_INPUT_BYTES;
@@ -237,7 +230,7 @@ pub(crate) fn read_references(path: &Path) -> Result<Vec<String>, UsageError> {
         }
         text
     } else {
-        read_capped(path, MAX_REFERENCES_BYTES)
+        crate::files::read_capped_text(path, MAX_REFERENCES_BYTES)
             .map_err(|e| UsageError(format!("-f {shown}: cannot read: {e}")))?
     };
     let mut out = Vec::new();

@@ -28,11 +28,12 @@
 //! be refused where the node is not, and fail a healthy Job.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::plan::{DEFAULT_METERED_MARGIN, DEFAULT_METERED_REGISTRIES, MeteredGet};
+pub use crate::k8s::registry_config::Refusal;
 use crate::k8s::registry_config::{HandOver, RegistryHandOver};
 use crate::registry::hosts::{self, Capabilities, Endpoint, Scheme};
 
@@ -76,47 +77,9 @@ impl Metered {
     }
 }
 
-/// Why no hand-over can be written for a template: the check is then not injected there.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    /// The registry's `hosts.toml` or one of its CA files can't be read.
-    #[error("registry {registry}: {message}")]
-    Unreadable {
-        /// The registry host of the image.
-        registry: String,
-        /// What failed, naming the file.
-        message: String,
-    },
-    /// An endpoint of the registry sends `header` entries, which are never handed over.
-    #[error(
-        "registry {registry}: hosts.toml sends header {} to {endpoint}, never copied into workloads",
-        .headers.join(", ")
-    )]
-    Headers {
-        /// The registry host of the image.
-        registry: String,
-        /// The endpoint (`host[:port]`) the headers go to.
-        endpoint: String,
-        /// The header names (never their values).
-        headers: Vec<String>,
-    },
-    /// The node presents client certificates to an endpoint of the registry (hosts.toml
-    /// `client`, `*.cert`), which the checker never does: a check there would be refused
-    /// where the node is not, and fail a healthy Job.
-    #[error(
-        "registry {registry}: hosts.toml gives {endpoint} client certificates, which the check can't present"
-    )]
-    ClientCertificates {
-        /// The registry host of the image.
-        registry: String,
-        /// The endpoint (`host[:port]`) they go to.
-        endpoint: String,
-    },
-}
-
 impl RegistryHandOver for RegistrySettings {
-    fn hand_over(&self, registries: &[String]) -> Result<HandOver, String> {
-        self.hand_over_for(registries).map_err(|r| r.to_string())
+    fn hand_over(&self, registries: &[String]) -> Result<HandOver, Refusal> {
+        self.hand_over_for(registries)
     }
 }
 
@@ -175,7 +138,9 @@ impl RegistrySettings {
                 let ca = e
                     .ca_files
                     .iter()
-                    .map(|f| read_pem(f).map_err(&unreadable))
+                    .map(|f| {
+                        crate::registry::tls::ca_text(f).map_err(|e| unreadable(e.to_string()))
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 hosts_out.push((registry.clone(), e.host.clone()));
                 list.push(WireEndpoint {
@@ -202,11 +167,6 @@ impl RegistrySettings {
             notes,
         })
     }
-}
-
-/// A CA file's text, checked to hold certificates.
-pub(crate) fn read_pem(path: &Path) -> Result<String, String> {
-    crate::registry::tls::ca_text(path).map_err(|e| e.to_string())
 }
 
 /// What `check --registry-config` read.

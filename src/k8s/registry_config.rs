@@ -26,9 +26,47 @@ pub struct HandOver {
 /// Where a template's hand-over comes from: the registry settings of whoever injects.
 pub trait RegistryHandOver: std::fmt::Debug + Send + Sync {
     /// The hand-over for a template whose images are on `registries` (reference domains,
-    /// each once). `Err`: one line saying why none can be written (a header that is never
-    /// copied, an unreadable file), naming the registry; the template then gets no check.
-    fn hand_over(&self, registries: &[String]) -> Result<HandOver, String>;
+    /// each once). `Err`: why none can be written (a header that is never copied, an
+    /// unreadable file), naming the registry; the template then gets no check.
+    fn hand_over(&self, registries: &[String]) -> Result<HandOver, Refusal>;
+}
+
+/// Why no hand-over can be written for a template: the check is then not injected there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The registry's `hosts.toml` or one of its CA files can't be read.
+    #[error("registry {registry}: {message}")]
+    Unreadable {
+        /// The registry host of the image.
+        registry: String,
+        /// What failed, naming the file.
+        message: String,
+    },
+    /// An endpoint of the registry sends `header` entries, which are never handed over.
+    #[error(
+        "registry {registry}: hosts.toml sends header {} to {endpoint}, never copied into workloads",
+        .headers.join(", ")
+    )]
+    Headers {
+        /// The registry host of the image.
+        registry: String,
+        /// The endpoint (`host[:port]`) the headers go to.
+        endpoint: String,
+        /// The header names (never their values).
+        headers: Vec<String>,
+    },
+    /// The node presents client certificates to an endpoint of the registry (hosts.toml
+    /// `client`, `*.cert`), which the checker never does: a check there would be refused
+    /// where the node is not, and fail a healthy Job.
+    #[error(
+        "registry {registry}: hosts.toml gives {endpoint} client certificates, which the check can't present"
+    )]
+    ClientCertificates {
+        /// The registry host of the image.
+        registry: String,
+        /// The endpoint (`host[:port]`) they go to.
+        endpoint: String,
+    },
 }
 
 /// An optional [`RegistryHandOver`], comparable by identity (so `InjectOptions` stays `Eq`).
@@ -37,7 +75,7 @@ pub struct HandOverSource(pub Option<Arc<dyn RegistryHandOver>>);
 
 impl HandOverSource {
     /// The hand-over for these registries; none without a source.
-    pub(crate) fn hand_over(&self, registries: &[String]) -> Result<HandOver, String> {
+    pub(crate) fn hand_over(&self, registries: &[String]) -> Result<HandOver, Refusal> {
         match &self.0 {
             Some(s) => s.hand_over(registries),
             None => Ok(HandOver::default()),

@@ -127,7 +127,7 @@ async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientA
                 restart_rules::Loudness::Info => tracing::info!("{}", r.message),
                 restart_rules::Loudness::Warn => tracing::warn!("{}", r.message),
             }
-            Ok::<_, String>(r.action)
+            Ok::<_, restart_rules::ProbeError>(r.action)
         })
         .await;
     match resolved {

@@ -84,11 +84,33 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
     })
 }
 
+/// An answer that says "later" ([`crate::apiserver::is_retryable_status`]): the API server
+/// overloaded or restarting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the dry-run probe Pod got HTTP {status}: {message}")]
+pub(crate) struct Later {
+    /// The HTTP status (408, 429, 5xx).
+    pub status: u16,
+    /// `Status.message`, or "no message".
+    pub message: String,
+}
+
+/// Why the restart rules are unknown for now: the next review asks again.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeError {
+    /// The version or the dry run could not be asked (transport, deadline, status).
+    #[error(transparent)]
+    Api(#[from] crate::apiserver::ApiError),
+    /// The dry run's answer said "later".
+    #[error(transparent)]
+    Later(#[from] Later),
+}
+
 /// Reads the dry run's answer: `status` and the body (a Pod on 2xx, a `Status` otherwise).
 /// `sent` is the probe Pod. `Err` for an answer that says "later"
 /// ([`crate::apiserver::is_retryable_status`]: the API server overloaded or restarting), so that the next review asks again instead of keeping
 /// it.
-pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<ProbeAnswer, String> {
+pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<ProbeAnswer, Later> {
     let message = || {
         body.get("message")
             .and_then(Value::as_str)
@@ -99,10 +121,10 @@ pub(crate) fn read_answer(sent: &Value, status: u16, body: &Value) -> Result<Pro
         200 | 201 => {}
         422 => return Ok(ProbeAnswer::Refused(message())),
         s if crate::apiserver::is_retryable_status(s) => {
-            return Err(format!(
-                "the dry-run probe Pod got HTTP {status}: {}",
-                message()
-            ));
+            return Err(Later {
+                status,
+                message: message(),
+            });
         }
         403 => {
             return Ok(ProbeAnswer::Inconclusive(format!(
@@ -252,7 +274,7 @@ pub(crate) async fn resolve(
     auto: bool,
     probe: Option<&ProbeTarget>,
     deadline: Instant,
-) -> Result<Resolution, String> {
+) -> Result<Resolution, ProbeError> {
     let Some(cluster) = cluster else {
         return Ok(counted(
             auto,
@@ -260,14 +282,13 @@ pub(crate) async fn resolve(
             "no Kubernetes API to ask for its version",
         ));
     };
-    let version = cluster.version(deadline).await.map_err(|e| e.to_string())?;
+    let version = cluster.version(deadline).await?;
     let answer = match (probe, version) {
         (Some(p), Some(v)) if v.has_container_restart_rules() => {
             let pod = probe_pod(opts, &p.service_account);
             let (status, body) = cluster
                 .dry_run_create(&p.namespace, "pods", &pod, deadline)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             Some(read_answer(&pod, status, &body)?)
         }
         _ => None,
@@ -352,9 +373,10 @@ mod tests {
             let busy = json!({"kind": "Status", "code": status, "message": "try again"});
             assert_eq!(
                 read_answer(&sent, status, &busy),
-                Err(format!(
-                    "the dry-run probe Pod got HTTP {status}: try again"
-                ))
+                Err(Later {
+                    status,
+                    message: "try again".into()
+                })
             );
         }
 

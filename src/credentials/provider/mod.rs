@@ -62,22 +62,50 @@ pub(crate) struct ServiceAccountInfo {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Where token-mode providers get ServiceAccounts and their tokens. Errors are one line
-/// (naming the ServiceAccount and what to grant), never a token.
+/// Why a token-mode provider got no ServiceAccount or no token. Each is one line naming the
+/// ServiceAccount (and what to grant where RBAC refused), never a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TokenSourceError {
+    /// The ServiceAccount could not be read; `reason` is the API client's one-line error.
+    #[error("ServiceAccount {namespace}/{name} not readable: {reason}")]
+    Unreadable {
+        namespace: String,
+        name: String,
+        reason: String,
+    },
+    /// The ServiceAccount does not exist.
+    #[error("ServiceAccount {namespace}/{name} does not exist")]
+    Missing { namespace: String, name: String },
+    /// RBAC refused the TokenRequest.
+    #[error(
+        "POST serviceaccounts/{name}/token in namespace {namespace}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
+    )]
+    Forbidden { namespace: String, name: String },
+    /// The TokenRequest failed otherwise (transport, status, an answer without a token);
+    /// `problem` never quotes the answer's body, which may hold a token.
+    #[error("POST serviceaccounts/{name}/token in namespace {namespace}: {problem}")]
+    TokenRequest {
+        namespace: String,
+        name: String,
+        problem: String,
+    },
+}
+
+/// Where token-mode providers get ServiceAccounts and their tokens.
 pub(crate) trait ServiceAccountTokens: Send + Sync {
     /// `GET serviceaccounts/NAME` in `namespace`.
     fn service_account<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<ServiceAccountInfo, String>>;
+    ) -> BoxFuture<'a, Result<ServiceAccountInfo, TokenSourceError>>;
     /// A token for the ServiceAccount with exactly this audience (TokenRequest).
     fn token<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
         audience: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>>;
+    ) -> BoxFuture<'a, Result<Secret, TokenSourceError>>;
 }
 
 /// Who an image is pulled for: the namespace and ServiceAccount of the workload, and the
@@ -482,7 +510,7 @@ async fn token_for(
         .tokens
         .service_account(&w.namespace, sa)
         .await
-        .map_err(ProviderOutcome::NoToken)?;
+        .map_err(|e| ProviderOutcome::NoToken(e.to_string()))?;
     let mut annotations = BTreeMap::new();
     for k in &attrs.required_annotation_keys {
         match info.annotations.get(k) {
@@ -510,7 +538,7 @@ async fn token_for(
             if log_failures {
                 tracing::warn!(provider, namespace = %w.namespace, service_account = sa, error = %e, "no ServiceAccount token for a token-mode credential provider");
             }
-            ProviderOutcome::NoToken(e)
+            ProviderOutcome::NoToken(e.to_string())
         })?;
     let mut key = length_prefixed(&[&w.namespace, sa, &info.uid]);
     for (k, v) in &annotations {

@@ -367,7 +367,7 @@ impl ServiceAccountTokens for Tokens {
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<ServiceAccountInfo, String>> {
+    ) -> BoxFuture<'a, Result<ServiceAccountInfo, TokenSourceError>> {
         Box::pin(async move {
             self.asked
                 .lock()
@@ -385,16 +385,17 @@ impl ServiceAccountTokens for Tokens {
         namespace: &'a str,
         name: &'a str,
         audience: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
+    ) -> BoxFuture<'a, Result<Secret, TokenSourceError>> {
         Box::pin(async move {
             self.asked
                 .lock()
                 .unwrap()
                 .push(format!("token {namespace}/{name} {audience}"));
             if self.refuse {
-                Err(format!(
-                    "serviceaccounts/{name}/token in {namespace}: 403 Forbidden; grant create on serviceaccounts/token"
-                ))
+                Err(TokenSourceError::Forbidden {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                })
             } else {
                 Ok(Secret::new(format!("token-for-{name}")))
             }
@@ -533,7 +534,7 @@ async fn token_mode_not_run_where_the_kubelet_would_not_run_it() {
         .await;
     assert_eq!(
         refused.uses[0].outcome,
-        ProviderOutcome::NoToken("serviceaccounts/app/token in team: 403 Forbidden; grant create on serviceaccounts/token".into())
+        ProviderOutcome::NoToken("POST serviceaccounts/app/token in namespace team: 403 Forbidden; grant the webhook create on serviceaccounts/token in team (chart value credentialProviders.tokenRequests.namespaces)".into())
     );
     assert_eq!(p.calls()[0].1, 0);
 }

@@ -1,4 +1,5 @@
 use super::*;
+use std::path::Path;
 
 const CA: &str = include_str!("test-ca.pem");
 

@@ -41,10 +41,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// Bounds of one API request: [`REQUEST_TIMEOUT`] and [`MAX_OBJECT_BYTES`].
 const REQUEST: Limits = Limits::new(REQUEST_TIMEOUT, MAX_OBJECT_BYTES);
 
-/// Why one API object could not be read: the one API error. Cheap to clone: the object
-/// cache hands the same error to every caller that waited for one read.
-pub(crate) type ReadError = ApiError;
-
 /// A pull secret of a docker-config type whose data can't be used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SecretError {
@@ -132,7 +128,7 @@ impl Cluster {
     }
 
     /// GET one object; `None` for 404.
-    async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, ReadError> {
+    async fn fetch(&self, url: Url, deadline: Instant) -> Result<Option<Arc<Value>>, ApiError> {
         Ok(self
             .api
             .get(&url, REQUEST.by(deadline))
@@ -146,7 +142,7 @@ impl Cluster {
     pub(crate) async fn version(
         &self,
         deadline: Instant,
-    ) -> Result<Option<KubernetesVersion>, ReadError> {
+    ) -> Result<Option<KubernetesVersion>, ApiError> {
         self.version
             .get_or_try_init(|| async {
                 let url = self.api.url(&["version"]);
@@ -166,7 +162,7 @@ impl Cluster {
         resource: &str,
         name: &str,
         deadline: Instant,
-    ) -> Result<Option<Arc<Value>>, ReadError> {
+    ) -> Result<Option<Arc<Value>>, ApiError> {
         let url = self.url(namespace, resource, name);
         let entry = self
             .objects

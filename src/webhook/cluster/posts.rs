@@ -11,7 +11,7 @@ use super::{Cluster, REQUEST, REQUEST_TIMEOUT};
 use crate::apiserver::ApiError;
 use crate::apiserver::error::{BodyProblem, Verb};
 use crate::credentials::Secret;
-use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens};
+use crate::credentials::provider::{ServiceAccountInfo, ServiceAccountTokens, TokenSourceError};
 
 /// How long a ServiceAccount token pullcheck requests is valid (the API's minimum), and how
 /// long it is reused: half of that, so a plugin never gets one about to expire.
@@ -26,9 +26,13 @@ impl Cluster {
         namespace: &str,
         name: &str,
         audience: &str,
-    ) -> Result<Secret, String> {
+    ) -> Result<Secret, TokenSourceError> {
         let key = format!("{namespace}\0{name}\0{audience}");
-        let path = format!("serviceaccounts/{name}/token in namespace {namespace}");
+        let failed = |problem: String| TokenSourceError::TokenRequest {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            problem,
+        };
         self.tokens
             .try_get_with(key, async {
                 let mut url = self.url(namespace, "serviceaccounts", name);
@@ -40,33 +44,32 @@ impl Cluster {
                     "kind": "TokenRequest",
                     "spec": {"audiences": [audience], "expirationSeconds": TOKEN_EXPIRATION_SECONDS},
                 });
-                let what = format!("POST {path}");
-                // No message quotes the answer's body: a TokenRequest's holds a token.
+                // No error quotes the answer's body: a TokenRequest's holds a token.
                 let answer = self
                     .api
                     .create(&url, &body, REQUEST)
                     .await
-                    .map_err(|e| e.to_string())?;
-                let status = answer.status;
-                let body = answer.body;
-                if status == 403 {
-                    return Err(format!(
-                        "{what}: 403 Forbidden; grant the webhook create on serviceaccounts/token in {namespace} (chart value credentialProviders.tokenRequests.namespaces)"
-                    ));
+                    .map_err(|e| failed(e.to_string()))?;
+                match answer.status {
+                    200 | 201 => {}
+                    403 => {
+                        return Err(TokenSourceError::Forbidden {
+                            namespace: namespace.to_string(),
+                            name: name.to_string(),
+                        });
+                    }
+                    status => return Err(failed(format!("HTTP {status}"))),
                 }
-                if status != 201 && status != 200 {
-                    return Err(format!("{what}: HTTP {status}"));
-                }
-                let v: Value = serde_json::from_slice(&body)
-                    .map_err(|_| format!("POST {path}: the answer is not a TokenRequest"))?;
+                let v: Value = serde_json::from_slice(&answer.body)
+                    .map_err(|_| failed("the answer is not a TokenRequest".into()))?;
                 v.pointer("/status/token")
                     .and_then(Value::as_str)
                     .filter(|t| !t.is_empty())
                     .map(Secret::new)
-                    .ok_or_else(|| format!("POST {path}: the answer has no status.token"))
+                    .ok_or_else(|| failed("the answer has no status.token".into()))
             })
             .await
-            .map_err(|e: Arc<String>| (*e).clone())
+            .map_err(|e: Arc<TokenSourceError>| (*e).clone())
     }
 }
 
@@ -75,14 +78,21 @@ impl ServiceAccountTokens for Cluster {
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<ServiceAccountInfo, String>> {
+    ) -> BoxFuture<'a, Result<ServiceAccountInfo, TokenSourceError>> {
         Box::pin(async move {
             let deadline = Instant::now() + REQUEST_TIMEOUT;
             let sa = self
                 .get(namespace, "serviceaccounts", name, deadline)
                 .await
-                .map_err(|e| format!("ServiceAccount {namespace}/{name} not readable: {e}"))?
-                .ok_or_else(|| format!("ServiceAccount {namespace}/{name} does not exist"))?;
+                .map_err(|e| TokenSourceError::Unreadable {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    reason: e.to_string(),
+                })?
+                .ok_or_else(|| TokenSourceError::Missing {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                })?;
             let meta = sa.get("metadata");
             Ok(ServiceAccountInfo {
                 uid: meta
@@ -108,7 +118,7 @@ impl ServiceAccountTokens for Cluster {
         namespace: &'a str,
         name: &'a str,
         audience: &'a str,
-    ) -> BoxFuture<'a, Result<Secret, String>> {
+    ) -> BoxFuture<'a, Result<Secret, TokenSourceError>> {
         Box::pin(self.token_request(namespace, name, audience))
     }
 }
