@@ -104,7 +104,7 @@ pub(crate) const FIRST_REQUEUE: Duration = Duration::from_secs(30);
 pub(crate) const MAX_REQUEUE: Duration = Duration::from_secs(600);
 
 /// An admission check's state (Kueue `CheckState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum CheckState {
     /// Not yet decided.
     Pending,

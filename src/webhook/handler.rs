@@ -20,7 +20,7 @@ use super::cache::{VerdictCache, VerdictKey};
 use super::cluster::{Cluster, TemplateCredentials};
 use super::config::Config;
 use super::engines::platforms_key;
-use super::metrics::Metrics;
+use super::metrics::{Answer, Cache, Metrics};
 use super::platforms::template_platforms;
 use super::restart_rules;
 use super::review::{self, Checked, ImageCheck, Policy, Unchecked};
@@ -258,7 +258,7 @@ pub(crate) async fn admit(
         Err(e) => {
             state
                 .metrics
-                .admission(webhook.as_str(), "unknown", "invalid", seconds());
+                .admission(webhook, "unknown", Answer::Invalid, seconds());
             let status = match e {
                 Undecodable::Body(_) => StatusCode::BAD_REQUEST,
                 Undecodable::NoRequest(_) => StatusCode::OK,
@@ -286,11 +286,11 @@ pub(crate) async fn admit(
                 };
                 let resp = review::validate(&req, &checks, &notes, policy);
                 let label = if !resp.allowed {
-                    "denied"
+                    Answer::Denied
                 } else if checks.iter().any(|c| c.failed() || c.unverified()) {
-                    "warned"
+                    Answer::Warned
                 } else {
-                    "allowed"
+                    Answer::Allowed
                 };
                 (resp, label)
             }
@@ -322,9 +322,9 @@ pub(crate) async fn admit(
                 };
                 let resp = review::mutate(&req, &obj, &pins, &inject, &cfg.table);
                 let label = if resp.patch.is_some() {
-                    "patched"
+                    Answer::Patched
                 } else {
-                    "allowed"
+                    Answer::Allowed
                 };
                 (resp, label)
             }
@@ -333,7 +333,7 @@ pub(crate) async fn admit(
             if let Triage::Skip(s) = &t {
                 tracing::debug!(uid = %req.uid, kind = %kind, reason = s.as_str(), "skipped");
             }
-            (AdmissionResponse::from(&req), "skipped")
+            (AdmissionResponse::from(&req), Answer::Skipped)
         }
     };
     tracing::info!(
@@ -342,13 +342,11 @@ pub(crate) async fn admit(
         kind = %kind,
         namespace = req.namespace.as_deref().unwrap_or(""),
         name = %req.name,
-        answer = label,
+        answer = label.as_str(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "admission"
     );
-    state
-        .metrics
-        .admission(webhook.as_str(), &kind, label, seconds());
+    state.metrics.admission(webhook, &kind, label, seconds());
     (StatusCode::OK, encode(resp))
 }
 
@@ -588,14 +586,14 @@ async fn check_image(
             let o = engine
                 .check_one_with(image, deadline, &keychain, &policy)
                 .await;
-            metrics.lookup(o.verdict.as_str(), t.elapsed().as_secs_f64());
+            metrics.lookup(o.verdict, t.elapsed().as_secs_f64());
             if let (Some(q), Some(r)) = (&o.quota, &o.registry) {
                 metrics.quota(r, q.remaining);
             }
             o
         })
         .await;
-    metrics.cache("verdict", hit);
+    metrics.cache(Cache::Verdict, hit);
     let found = (*found).clone();
     if found.verdict != Verdict::Pullable && !creds.problems.is_empty() {
         return Checked::NotVerified(

@@ -3,37 +3,107 @@
 
 use std::sync::Mutex;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
+
+use super::triage::Webhook;
+use crate::kueue::CheckState;
+use crate::verdict::Verdict;
+
+/// What the webhook answered a review: the `verdict` label of `pullcheck_admissions_total`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Admitted with nothing to say (validate), or without a patch (mutate).
+    Allowed,
+    /// Denied (`--mode enforce`).
+    Denied,
+    /// Admitted with warnings: a failing or unverified image under `--mode warn` or
+    /// fail-open.
+    Warned,
+    /// Admitted with a JSON patch (mutate).
+    Patched,
+    /// Not looked at (opted out, owned by a controller, a kind or operation not checked).
+    Skipped,
+    /// The review could not be decoded.
+    Invalid,
+    /// The body was over the size limit and not read.
+    TooLarge,
+}
+
+impl Answer {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Answer::Allowed => "allowed",
+            Answer::Denied => "denied",
+            Answer::Warned => "warned",
+            Answer::Patched => "patched",
+            Answer::Skipped => "skipped",
+            Answer::Invalid => "invalid",
+            Answer::TooLarge => "too_large",
+        }
+    }
+}
+
+/// Which verdict-cache-like store a hit or miss is counted for.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Cache {
+    /// The verdict cache (`webhook::cache`).
+    Verdict,
+    /// Secrets and ServiceAccounts read from the API (`webhook::cluster`).
+    Secret,
+}
+
+/// Label values written as their names, one implementation for every label enum here.
+macro_rules! label_value {
+    ($($t:ty => $f:expr),* $(,)?) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                let name: fn(&$t) -> &'static str = $f;
+                encoder.write_str(name(self))
+            }
+        }
+    )*};
+}
+
+label_value! {
+    Answer => |a| a.as_str(),
+    Cache => |c| match c { Cache::Verdict => "verdict", Cache::Secret => "secret" },
+    Webhook => |w| w.as_str(),
+    Verdict => |v| v.as_str(),
+    CheckState => |s| s.as_str(),
+}
 
 /// Labels of `pullcheck_admissions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct AdmissionLabels {
     /// `validate` or `mutate`.
-    pub webhook: String,
-    /// The object's kind (`Job`, `CronJob`, …; `unknown` when undecodable).
+    pub webhook: Webhook,
+    /// The object's kind (`Job`, `CronJob`, …; `unknown` when undecodable): open-ended,
+    /// so text.
     pub kind: String,
-    /// `allowed`, `denied`, `warned`, `patched`, `skipped`, `invalid`.
-    pub verdict: String,
+    /// What was answered.
+    pub verdict: Answer,
 }
 
 /// Labels of per-webhook families.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct WebhookLabels {
     /// `validate` or `mutate`.
-    pub webhook: String,
+    pub webhook: Webhook,
 }
 
 /// Labels of `pullcheck_registry_lookups_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OutcomeLabels {
     /// The verdict (`pullable`, `not_found`, `transient`, …).
-    pub outcome: String,
+    pub outcome: Verdict,
 }
 
 /// Labels of `pullcheck_registry_quota_remaining`.
@@ -47,14 +117,14 @@ pub(crate) struct RegistryLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CheckStateLabels {
     /// The Kueue check state written: `Ready`, `Retry`, `Rejected`.
-    pub state: String,
+    pub state: CheckState,
 }
 
 /// Labels of the cache counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CacheLabels {
     /// `verdict` or `secret`.
-    pub cache: String,
+    pub cache: Cache,
 }
 
 fn latency() -> Histogram {
@@ -187,26 +257,22 @@ impl Metrics {
     }
 
     /// Count one answer.
-    pub(crate) fn admission(&self, webhook: &str, kind: &str, verdict: &str, seconds: f64) {
+    pub(crate) fn admission(&self, webhook: Webhook, kind: &str, verdict: Answer, seconds: f64) {
         self.admissions
             .get_or_create(&AdmissionLabels {
-                webhook: webhook.into(),
+                webhook,
                 kind: kind.into(),
-                verdict: verdict.into(),
+                verdict,
             })
             .inc();
         self.admission_seconds
-            .get_or_create(&WebhookLabels {
-                webhook: webhook.into(),
-            })
+            .get_or_create(&WebhookLabels { webhook })
             .observe(seconds);
     }
 
     /// Count a cache hit or miss.
-    pub(crate) fn cache(&self, cache: &str, hit: bool) {
-        let labels = CacheLabels {
-            cache: cache.into(),
-        };
+    pub(crate) fn cache(&self, cache: Cache, hit: bool) {
+        let labels = CacheLabels { cache };
         if hit {
             self.cache_hits.get_or_create(&labels).inc();
         } else {
@@ -215,22 +281,18 @@ impl Metrics {
     }
 
     /// Count one engine lookup.
-    pub(crate) fn lookup(&self, outcome: &str, seconds: f64) {
+    pub(crate) fn lookup(&self, outcome: Verdict, seconds: f64) {
         self.registry_lookups
-            .get_or_create(&OutcomeLabels {
-                outcome: outcome.into(),
-            })
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
         self.registry_lookup_seconds.observe(seconds);
     }
 
     /// Count one Kueue admission-check answer in `state`, `seconds` after the Workload's
     /// quota reservation.
-    pub(crate) fn check_answer(&self, state: &str, seconds: f64) {
+    pub(crate) fn check_answer(&self, state: CheckState, seconds: f64) {
         self.check_answers
-            .get_or_create(&CheckStateLabels {
-                state: state.into(),
-            })
+            .get_or_create(&CheckStateLabels { state })
             .inc();
         self.check_answer_seconds.observe(seconds);
     }
@@ -259,12 +321,12 @@ mod tests {
     #[test]
     fn renders_the_families() {
         let m = Metrics::new();
-        m.admission("validate", "Job", "denied", 0.02);
-        m.cache("verdict", true);
-        m.cache("verdict", false);
-        m.lookup("not_found", 0.1);
+        m.admission(Webhook::Validate, "Job", Answer::Denied, 0.02);
+        m.cache(Cache::Verdict, true);
+        m.cache(Cache::Verdict, false);
+        m.lookup(Verdict::NotFound, 0.1);
         m.quota("docker.io", 76);
-        m.check_answer("Rejected", 1.5);
+        m.check_answer(CheckState::Rejected, 1.5);
         let text = m.render(7);
         for needle in [
             "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",

@@ -105,7 +105,7 @@ async fn review(state: Shared, webhook: Webhook, headers: HeaderMap, body: Body)
         Err(r) => {
             state
                 .metrics
-                .admission(webhook.as_str(), "unknown", "too_large", 0.0);
+                .admission(webhook, "unknown", super::metrics::Answer::TooLarge, 0.0);
             return r;
         }
     };

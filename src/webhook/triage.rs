@@ -11,7 +11,7 @@ use crate::k8s::inject::skipped;
 use crate::k8s::templates::{Table, pod_templates};
 
 /// Which endpoint is answering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Webhook {
     /// `/validate`.
     Validate,

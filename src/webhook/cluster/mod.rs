@@ -170,7 +170,8 @@ impl Cluster {
             .or_try_insert_with(self.fetch(url, deadline))
             .await
             .map_err(|e| (*e).clone())?;
-        self.metrics.cache("secret", !entry.is_fresh());
+        self.metrics
+            .cache(crate::webhook::metrics::Cache::Secret, !entry.is_fresh());
         Ok(entry.into_value())
     }
 
