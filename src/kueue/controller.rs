@@ -299,7 +299,7 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
                         .and_then(|t| self.clock.now().duration_since(t).ok())
                         .unwrap_or_default();
                     self.metrics
-                        .check_answer(answer.state, waited.as_secs_f64());
+                        .check_answer(answer.state.as_str(), waited.as_secs_f64());
                     tracing::info!(
                         workload = %key,
                         check = %name,

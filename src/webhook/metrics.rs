@@ -13,7 +13,6 @@ use prometheus_client::registry::Registry;
 use std::fmt::Write as _;
 
 use super::triage::Webhook;
-use crate::kueue::CheckState;
 use crate::verdict::Verdict;
 
 /// What the webhook answered a review: the `verdict` label of `pullcheck_admissions_total`.
@@ -77,7 +76,6 @@ label_value! {
     Cache => |c| match c { Cache::Verdict => "verdict", Cache::Secret => "secret" },
     Webhook => |w| w.as_str(),
     Verdict => |v| v.as_str(),
-    CheckState => |s| s.as_str(),
 }
 
 /// Labels of `pullcheck_admissions_total`.
@@ -116,8 +114,9 @@ pub(crate) struct RegistryLabels {
 /// Labels of `pullcheck_admission_check_answers_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CheckStateLabels {
-    /// The Kueue check state written: `Ready`, `Retry`, `Rejected`.
-    pub state: CheckState,
+    /// The Kueue check state written: `Ready`, `Retry`, `Rejected` (`kueue::CheckState`'s
+    /// spelling; `kueue` sits above `webhook`, so its enum can't be named here).
+    pub state: &'static str,
 }
 
 /// Labels of the cache counters.
@@ -290,7 +289,7 @@ impl Metrics {
 
     /// Count one Kueue admission-check answer in `state`, `seconds` after the Workload's
     /// quota reservation.
-    pub(crate) fn check_answer(&self, state: CheckState, seconds: f64) {
+    pub(crate) fn check_answer(&self, state: &'static str, seconds: f64) {
         self.check_answers
             .get_or_create(&CheckStateLabels { state })
             .inc();
@@ -326,7 +325,7 @@ mod tests {
         m.cache(Cache::Verdict, false);
         m.lookup(Verdict::NotFound, 0.1);
         m.quota("docker.io", 76);
-        m.check_answer(CheckState::Rejected, 1.5);
+        m.check_answer("Rejected", 1.5);
         let text = m.render(7);
         for needle in [
             "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",
