@@ -17,15 +17,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use url::Url;
 
+mod answer;
+mod watch;
+
 use super::error::{ApiError, BodyProblem, Verb};
 use super::{ApiServer, ClusterError};
+use answer::read_answer;
+pub(crate) use answer::{Answer, status_error};
+pub(crate) use watch::{WatchEvent, WatchStream};
 
 /// Connect deadline of every API request.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// What an untrusted API server certificate's message tells the user to do.
-const CA_HINT: &str = "pass the API server's CA with --apiserver-ca-file (or certificate-authority in the kubeconfig)";
-/// Characters of a `Status.message` kept in an error.
-const MAX_MESSAGE_CHARS: usize = 300;
 
 /// The bounds of one call.
 #[derive(Debug, Clone, Copy)]
@@ -106,24 +108,6 @@ pub(crate) struct Preconditions {
     pub resource_version: Option<String>,
 }
 
-/// An answer of any status, its body read within the call's cap.
-#[derive(Debug, Clone)]
-pub(crate) struct Answer {
-    /// The HTTP status.
-    pub status: u16,
-    /// The body.
-    pub body: Vec<u8>,
-    /// `Retry-After`, whole seconds.
-    pub retry_after: Option<Duration>,
-}
-
-impl Answer {
-    /// The body as JSON, if it is.
-    pub(crate) fn json(&self) -> Option<Value> {
-        serde_json::from_slice(&self.body).ok()
-    }
-}
-
 /// One page of a list, or all pages joined.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct List {
@@ -131,19 +115,6 @@ pub(crate) struct List {
     pub items: Vec<Value>,
     /// The list's `metadata.resourceVersion`: where a watch of the same collection starts.
     pub resource_version: String,
-}
-
-/// One watch event.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum WatchEvent {
-    /// ADDED: the object as it is now.
-    Added(Value),
-    /// MODIFIED: the object as it is now.
-    Modified(Value),
-    /// DELETED (or no longer matching the selector): the object as it was last.
-    Deleted(Value),
-    /// A newer resource version and no object change.
-    Bookmark(String),
 }
 
 /// The one client of the Kubernetes API. Cheap to clone.
@@ -428,225 +399,9 @@ impl ApiClient {
     }
 }
 
-/// The body of `resp`, read chunk by chunk and refused past `max` bytes (before the rest
-/// is read: a hostile or broken server can't make the client buffer more).
-async fn read_answer(
-    verb: Verb,
-    path: &str,
-    mut resp: reqwest::Response,
-    max: usize,
-) -> Result<Answer, ApiError> {
-    let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    if resp.content_length().is_some_and(|n| n > max as u64) {
-        return Err(too_large(verb, path, max));
-    }
-    let mut body = Vec::new();
-    loop {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > max {
-                    return Err(too_large(verb, path, max));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => break,
-            Err(e) => return Err(transport(verb, path, &e)),
-        }
-    }
-    Ok(Answer {
-        status,
-        body,
-        retry_after,
-    })
-}
-
-/// A request or body read that got no (whole) answer, classified as registry requests are.
-fn transport(verb: Verb, path: &str, e: &reqwest::Error) -> ApiError {
-    ApiError::Transport {
-        verb,
-        server: e
-            .url()
-            .map(|u| u.origin().ascii_serialization())
-            .unwrap_or_default(),
-        path: path.to_string(),
-        failure: crate::registry::http::classify_transport(e, CA_HINT),
-    }
-}
-
-fn too_large(verb: Verb, path: &str, max: usize) -> ApiError {
-    ApiError::Body {
-        verb,
-        path: path.to_string(),
-        problem: BodyProblem::TooLarge(max),
-    }
-}
-
-/// The [`ApiError::Status`] for an answer the call did not expect, with the `Status`
-/// object's `reason` and `message` when the body is one.
-pub(crate) fn status_error(verb: Verb, path: &str, answer: &Answer) -> ApiError {
-    let v = answer.json().unwrap_or(Value::Null);
-    ApiError::Status {
-        verb,
-        path: path.to_string(),
-        status: answer.status,
-        reason: status_text(&v, "reason"),
-        message: status_text(&v, "message"),
-        retry_after: answer.retry_after,
-    }
-}
-
-/// A text field of a `Status` object, cut to [`MAX_MESSAGE_CHARS`]; empty when absent.
-fn status_text(status: &Value, key: &str) -> String {
-    status
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(MAX_MESSAGE_CHARS)
-        .collect()
-}
-
-/// An open watch: events one at a time.
-pub(crate) struct WatchStream {
-    path: String,
-    resp: reqwest::Response,
-    buf: Vec<u8>,
-    max_event: usize,
-}
-
-impl WatchStream {
-    /// The next event; `Ok(None)` when the server ended the watch (its timeout). An `ERROR`
-    /// event is an [`ApiError::Status`] with the event's code (410: list again).
-    pub(crate) async fn next(&mut self) -> Result<Option<WatchEvent>, ApiError> {
-        loop {
-            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=i).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return parse_event(&self.path, &line).map(Some);
-            }
-            if self.buf.len() > self.max_event {
-                return Err(too_large(Verb::Watch, &self.path, self.max_event));
-            }
-            match self.resp.chunk().await {
-                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(transport(Verb::Watch, &self.path, &e)),
-            }
-        }
-    }
-}
-
-/// One line of a watch stream (`path`: the watched collection, for messages).
-pub(crate) fn parse_event(path: &str, line: &[u8]) -> Result<WatchEvent, ApiError> {
-    let bad = || ApiError::Body {
-        verb: Verb::Watch,
-        path: path.to_string(),
-        problem: BodyProblem::NotJson("a watch event"),
-    };
-    let mut v: Value = serde_json::from_slice(line).map_err(|_| bad())?;
-    let object = v.get_mut("object").map(Value::take).unwrap_or(Value::Null);
-    match v.get("type").and_then(Value::as_str) {
-        Some("ADDED") => Ok(WatchEvent::Added(object)),
-        Some("MODIFIED") => Ok(WatchEvent::Modified(object)),
-        Some("DELETED") => Ok(WatchEvent::Deleted(object)),
-        Some("BOOKMARK") => Ok(WatchEvent::Bookmark(
-            object
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        )),
-        Some("ERROR") => Err(ApiError::Status {
-            verb: Verb::Watch,
-            path: path.to_string(),
-            status: object
-                .get("code")
-                .and_then(Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(0),
-            reason: status_text(&object, "reason"),
-            message: status_text(&object, "message"),
-            retry_after: None,
-        }),
-        _ => Err(bad()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn watch_lines() {
-        let p = "/api/v1/pods";
-        assert_eq!(
-            parse_event(p, br#"{"type":"ADDED","object":{"metadata":{"name":"p"}}}"#).unwrap(),
-            WatchEvent::Added(serde_json::json!({"metadata": {"name": "p"}}))
-        );
-        assert_eq!(
-            parse_event(
-                p,
-                br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"42"}}}"#
-            )
-            .unwrap(),
-            WatchEvent::Bookmark("42".into())
-        );
-        let gone = parse_event(p, br#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"}}"#).unwrap_err();
-        assert_eq!(gone.status(), Some(410));
-        let e = parse_event(
-            p,
-            br#"{"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd down"}}"#,
-        )
-        .unwrap_err();
-        assert_eq!(e.to_string(), "WATCH /api/v1/pods: HTTP 500: etcd down");
-        assert!(e.is_retryable());
-        assert_eq!(
-            parse_event(p, b"garbage").unwrap_err().to_string(),
-            "WATCH /api/v1/pods: the answer is not a watch event"
-        );
-    }
-
-    #[test]
-    fn status_answers_keep_reason_message_and_retry_after() {
-        let answer = Answer {
-            status: 429,
-            body: br#"{"kind":"Status","reason":"TooManyRequests","message":"too many requests, please try again later","code":429}"#.to_vec(),
-            retry_after: Some(Duration::from_secs(1)),
-        };
-        let e = status_error(Verb::List, "/api/v1/pods", &answer);
-        assert_eq!(
-            e.to_string(),
-            "LIST /api/v1/pods: HTTP 429: too many requests, please try again later"
-        );
-        assert!(e.is_retryable());
-        assert!(matches!(
-            &e,
-            ApiError::Status { reason, retry_after: Some(d), .. }
-                if reason == "TooManyRequests" && *d == Duration::from_secs(1)
-        ));
-        let forbidden = status_error(
-            Verb::Get,
-            "/api/v1/namespaces/a/secrets/s",
-            &Answer {
-                status: 403,
-                body: b"not json".to_vec(),
-                retry_after: None,
-            },
-        );
-        assert_eq!(
-            forbidden.to_string(),
-            "GET /api/v1/namespaces/a/secrets/s: HTTP 403"
-        );
-        assert!(!forbidden.is_retryable());
-    }
 
     #[test]
     fn each_patch_kind_has_its_content_type() {
