@@ -16,7 +16,7 @@ use crate::k8s::container::{DEFAULT_CPU, DEFAULT_MEMORY, InjectOptions, default_
 use crate::platform::Platform;
 use crate::registry::guard::{Guard, GuardPolicy};
 use crate::verdict::code;
-use crate::webhook::config::{CacheConfig, Config, DEFAULT_CLUSTER_PLATFORMS, Mode};
+use crate::webhook::config::{self, CacheConfig, Config, DEFAULT_CLUSTER_PLATFORMS, Mode};
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -351,12 +351,8 @@ impl WebhookArgs {
             memory: self.inject_memory.clone(),
             check_args: self.inject_check_args.clone(),
             fail_fast: self.fail_fast,
-            // auto and restart both ask the API server's version (transient_auto says which).
-            transient: match self.transient {
-                Transient::Auto | Transient::Restart => TransientAction::Restart,
-                Transient::Count => TransientAction::Count,
-                Transient::Ignore => TransientAction::Ignore,
-            },
+            // Filled per review from Config::transient (handler/transient.rs).
+            transient: TransientAction::Count,
             // Filled per review with the bodies just read (handler.rs).
             index_bodies: Default::default(),
             // The webhook's own registry settings, so the check reaches what it reached.
@@ -399,7 +395,12 @@ impl WebhookArgs {
             cluster_platforms,
             inject,
             pin_digests: self.pin_digests,
-            transient_auto: self.transient == Transient::Auto,
+            transient: match self.transient {
+                Transient::Auto => config::Transient::Auto,
+                Transient::Restart => config::Transient::Restart,
+                Transient::Count => config::Transient::Count,
+                Transient::Ignore => config::Transient::Ignore,
+            },
             restart_rules_probe: (!probe_namespace.is_empty()).then(|| {
                 crate::webhook::ProbeTarget {
                     namespace: probe_namespace.to_string(),

@@ -22,6 +22,19 @@ pub enum Mode {
 
 pub use crate::apiserver::ApiServer;
 
+/// `--transient` as given: what pullcheck's transient code 20 does in mutated workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transient {
+    /// Restart where the API server has container restart rules, else count, quietly.
+    Auto,
+    /// Restart where the API server has container restart rules, else count, warned.
+    Restart,
+    /// The podFailurePolicy rule retries through the Job's backoffLimit.
+    Count,
+    /// No rule for code 20.
+    Ignore,
+}
+
 /// Verdict-cache sizing and lifetimes.
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
@@ -77,9 +90,10 @@ pub struct Config {
     pub inject: InjectOptions,
     /// Rewrite `image: repo:tag` to `repo:tag@<index digest>` in `/mutate`.
     pub pin_digests: bool,
-    /// `--transient auto`: restart where the API server's version has container restart
-    /// rules, count elsewhere, without the warning an explicit `restart` gives.
-    pub transient_auto: bool,
+    /// `--transient`: what code 20 does in mutated workloads. `inject.transient` is filled
+    /// per review from this (`handler/transient.rs`: restart only where the cluster has
+    /// container restart rules).
+    pub transient: Transient,
     /// Where restart rules are first tried on a dry-run Pod (`--probe-namespace`); `None`:
     /// the API server's version alone decides.
     pub restart_rules_probe: Option<super::ProbeTarget>,

@@ -184,24 +184,24 @@ pub(crate) struct Resolution {
     pub message: String,
 }
 
-/// The decision for `asked` = restart (`auto` when it came from `--transient auto`): the
+/// The decision when restart was asked for (`ask`: how): the
 /// API server's `version` (`None`: it states none), then the probe's `answer` (`None`: no
 /// probe configured). Restart only where the version allows it and the probe, if there is
 /// one, saw the fields kept: a probe that shows nothing (no permission, another webhook
 /// refusing the Pod) is not taken for support.
 pub(crate) fn decide(
-    auto: bool,
+    ask: RestartAsk,
     version: Option<KubernetesVersion>,
     answer: Option<&ProbeAnswer>,
 ) -> Resolution {
-    let flag = flag_value(auto);
-    let count = |loudness, why: String| counted(auto, loudness, &why);
+    let flag = ask.flag();
+    let count = |loudness, why: String| counted(ask, loudness, &why);
     let restart = |loudness, why: String| Resolution {
         action: TransientAction::Restart,
         loudness,
         message: format!("{why}: --transient {flag} writes container restart rules"),
     };
-    let expected = expected(auto);
+    let expected = ask.expected();
     let Some(v) = version else {
         return count(expected, "the API server states no version".into());
     };
@@ -243,23 +243,41 @@ pub(crate) fn decide(
     }
 }
 
-/// `--transient`'s value as given: `auto` or `restart` (the two that reach a decision).
-pub(crate) fn flag_value(auto: bool) -> &'static str {
-    if auto { "auto" } else { "restart" }
+/// How container restart rules were asked for: the two `--transient` values that reach a
+/// decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RestartAsk {
+    /// `--transient auto`, the default: a fall back to count is expected, said at info.
+    Auto,
+    /// `--transient restart`, by name: a fall back to count deserves a warning.
+    ByName,
 }
 
-/// How loud a fall back to count is when nothing went wrong (below 1.35, no API server):
-/// expected under auto; an explicit restart deserves a warning.
-fn expected(auto: bool) -> Loudness {
-    if auto { Loudness::Info } else { Loudness::Warn }
+impl RestartAsk {
+    /// The flag's value as given.
+    pub(crate) fn flag(self) -> &'static str {
+        match self {
+            RestartAsk::Auto => "auto",
+            RestartAsk::ByName => "restart",
+        }
+    }
+
+    /// How loud a fall back to count is when nothing went wrong (below 1.35, no API
+    /// server).
+    fn expected(self) -> Loudness {
+        match self {
+            RestartAsk::Auto => Loudness::Info,
+            RestartAsk::ByName => Loudness::Warn,
+        }
+    }
 }
 
 /// Count, because of `why`.
-fn counted(auto: bool, loudness: Loudness, why: &str) -> Resolution {
+fn counted(ask: RestartAsk, loudness: Loudness, why: &str) -> Resolution {
     Resolution {
         action: TransientAction::Count,
         loudness,
-        message: format!("{why}: --transient {} writes count", flag_value(auto)),
+        message: format!("{why}: --transient {} writes count", ask.flag()),
     }
 }
 
@@ -271,14 +289,14 @@ fn counted(auto: bool, loudness: Loudness, why: &str) -> Resolution {
 pub(crate) async fn resolve(
     cluster: Option<&Cluster>,
     opts: &InjectOptions,
-    auto: bool,
+    ask: RestartAsk,
     probe: Option<&ProbeTarget>,
     deadline: Instant,
 ) -> Result<Resolution, ProbeError> {
     let Some(cluster) = cluster else {
         return Ok(counted(
-            auto,
-            expected(auto),
+            ask,
+            ask.expected(),
             "no Kubernetes API to ask for its version",
         ));
     };
@@ -293,7 +311,7 @@ pub(crate) async fn resolve(
         }
         _ => None,
     };
-    Ok(decide(auto, version, answer.as_ref()))
+    Ok(decide(ask, version, answer.as_ref()))
 }
 
 #[cfg(test)]
@@ -407,46 +425,47 @@ mod tests {
     #[test]
     fn restart_only_where_version_and_probe_agree() {
         use Loudness::*;
+        use RestartAsk::*;
         use TransientAction::*;
         let cases = [
-            (true, v("1.35.4"), Some(ProbeAnswer::Kept), Restart, Info),
-            (true, v("1.35.4"), None, Restart, Info),
-            (true, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
-            (false, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
+            (Auto, v("1.35.4"), Some(ProbeAnswer::Kept), Restart, Info),
+            (Auto, v("1.35.4"), None, Restart, Info),
+            (Auto, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
+            (ByName, v("1.35.4"), Some(ProbeAnswer::Dropped), Count, Warn),
             (
-                true,
+                Auto,
                 v("1.36.0"),
                 Some(ProbeAnswer::Refused("x".into())),
                 Count,
                 Warn,
             ),
             (
-                true,
+                Auto,
                 v("1.35.4"),
                 Some(ProbeAnswer::Inconclusive("x".into())),
                 Count,
                 Warn,
             ),
-            (true, v("1.34.2"), None, Count, Info),
-            (false, v("1.34.2"), None, Count, Warn),
-            (true, None, None, Count, Info),
-            (false, None, None, Count, Warn),
+            (Auto, v("1.34.2"), None, Count, Info),
+            (ByName, v("1.34.2"), None, Count, Warn),
+            (Auto, None, None, Count, Info),
+            (ByName, None, None, Count, Warn),
         ];
-        for (auto, version, answer, action, loudness) in cases {
-            let r = decide(auto, version, answer.as_ref());
+        for (ask, version, answer, action, loudness) in cases {
+            let r = decide(ask, version, answer.as_ref());
             assert_eq!(
                 (r.action, r.loudness),
                 (action, loudness),
-                "{auto} {version:?} {answer:?}: {}",
+                "{ask:?} {version:?} {answer:?}: {}",
                 r.message
             );
         }
         assert_eq!(
-            decide(true, v("1.35.4"), Some(&ProbeAnswer::Dropped)).message,
+            decide(Auto, v("1.35.4"), Some(&ProbeAnswer::Dropped)).message,
             "Kubernetes 1.35 dropped restartPolicy and restartPolicyRules from a dry-run Pod (the ContainerRestartRules feature gate is off): --transient auto writes count"
         );
         assert_eq!(
-            decide(false, v("1.33.1"), None).message,
+            decide(ByName, v("1.33.1"), None).message,
             "Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart writes count"
         );
     }

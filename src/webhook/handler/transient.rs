@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::WebhookState;
 use crate::k8s::inject::TransientAction;
-use crate::webhook::restart_rules;
+use crate::webhook::config::Transient;
+use crate::webhook::restart_rules::{self, RestartAsk};
 
 /// How long after a failed decision the reviews write count without asking the API again
 /// (a hung API server would otherwise cost every review its request timeout).
@@ -17,9 +18,12 @@ const TRANSIENT_RETRY: Duration = Duration::from_secs(30);
 /// and the API is asked again after [`TRANSIENT_RETRY`].
 pub(super) async fn transient_action(state: &WebhookState, deadline: Instant) -> TransientAction {
     let cfg = &state.config;
-    if cfg.inject.transient != TransientAction::Restart {
-        return cfg.inject.transient;
-    }
+    let ask = match cfg.transient {
+        Transient::Count => return TransientAction::Count,
+        Transient::Ignore => return TransientAction::Ignore,
+        Transient::Auto => RestartAsk::Auto,
+        Transient::Restart => RestartAsk::ByName,
+    };
     if let Some(action) = state.transient.get() {
         return *action;
     }
@@ -36,7 +40,7 @@ pub(super) async fn transient_action(state: &WebhookState, deadline: Instant) ->
             let r = restart_rules::resolve(
                 state.cluster.as_deref(),
                 &cfg.inject,
-                cfg.transient_auto,
+                ask,
                 cfg.restart_rules_probe.as_ref(),
                 deadline,
             )
@@ -51,7 +55,7 @@ pub(super) async fn transient_action(state: &WebhookState, deadline: Instant) ->
     match resolved {
         Ok(action) => *action,
         Err(e) => {
-            let flag = restart_rules::flag_value(cfg.transient_auto);
+            let flag = ask.flag();
             tracing::warn!(
                 "container restart rules unknown ({e}): --transient {flag} writes count until the API server answers (asked again in {}s)",
                 TRANSIENT_RETRY.as_secs()
