@@ -241,17 +241,12 @@ fn template_findings(cx: &mut Ctx<'_>, t: &PodTemplateRef) {
     } else if t.run_policy.is_some() {
         let replica = t.pointer.strip_suffix("/template").unwrap_or(&t.pointer);
         let path = format!("{replica}/restartPolicy");
-        match cx.str(&path).map(str::to_string).as_deref() {
-            Some("Never") => {}
-            Some("ExitCode") => cx.push(
-                rule::RESTART_POLICY_EXIT_CODE,
-                path,
-                "restartPolicy ExitCode fails on codes 1-127: transient pullcheck code 20 is final too",
-            ),
-            other => {
-                let msg = format!("replica restartPolicy {}: a failed pod is restarted; set Never", other.unwrap_or("unset"));
-                cx.push(rule::RESTART_POLICY, path, msg);
-            }
+        if let Some((judged, msg)) = super::policy::replica_restart(cx.str(&path)) {
+            let rule = match judged {
+                super::policy::ReplicaRestart::ExitCodeFinal => rule::RESTART_POLICY_EXIT_CODE,
+                super::policy::ReplicaRestart::Restarts => rule::RESTART_POLICY,
+            };
+            cx.push(rule, path, msg);
         }
     }
     for u in &uses {

@@ -228,6 +228,37 @@ fn merge(obj: &mut Value, job: &str, transient: TransientAction, out: &mut Vec<W
     }
 }
 
+/// What a Kubeflow v1 replica's `restartPolicy` does to a failed check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplicaRestart {
+    /// `ExitCode`: the operator fails the job on codes 1-127, so transient code 20 is
+    /// final too.
+    ExitCodeFinal,
+    /// `OnFailure`, `Always` or unset: the failed pod restarts instead of failing the job.
+    Restarts,
+}
+
+/// The judgement of a Kubeflow v1 replica's `restartPolicy` (`None`: unset), with its one
+/// line, or `None` for `Never`, the only value with which a failed check fails the job.
+/// `lint` and `inject` both say this, in these words (docs/fail-fast.md, "Recipe: Kubeflow
+/// training jobs").
+pub(crate) fn replica_restart(policy: Option<&str>) -> Option<(ReplicaRestart, String)> {
+    match policy {
+        Some("Never") => None,
+        Some("ExitCode") => Some((
+            ReplicaRestart::ExitCodeFinal,
+            "restartPolicy ExitCode fails the job on codes 1-127: transient pullcheck code 20 is final too".into(),
+        )),
+        other => Some((
+            ReplicaRestart::Restarts,
+            format!(
+                "replica restartPolicy {}: a failed pullcheck restarts instead of failing; set Never",
+                other.unwrap_or("unset")
+            ),
+        )),
+    }
+}
+
 /// Kubeflow v1-style operators create pods themselves: podFailurePolicy doesn't apply, so
 /// warn where a replica or the runPolicy would keep a failed check from failing the job.
 fn kubeflow_warnings(obj: &Value, all: &[PodTemplateRef], out: &mut Vec<Warning>) {
@@ -237,20 +268,8 @@ fn kubeflow_warnings(obj: &Value, all: &[PodTemplateRef], out: &mut Vec<Warning>
     for t in all {
         let replica = t.pointer.strip_suffix("/template").unwrap_or(&t.pointer);
         let path = format!("{replica}/restartPolicy");
-        match str_at(obj, &path) {
-            Some("Never") => {}
-            Some("ExitCode") => out.push(Warning {
-                path,
-                message: "restartPolicy ExitCode fails the job on codes 1-127: transient pullcheck code 20 is final too"
-                    .into(),
-            }),
-            other => out.push(Warning {
-                path,
-                message: format!(
-                    "replica restartPolicy {}: a failed pullcheck restarts instead of failing; set Never",
-                    other.unwrap_or("unset")
-                ),
-            }),
+        if let Some((_, message)) = replica_restart(str_at(obj, &path)) {
+            out.push(Warning { path, message });
         }
     }
     if obj.pointer(&format!("{run_policy}/backoffLimit")).is_none() {

@@ -407,3 +407,30 @@ fn binary_several_files_and_directories_in_name_order() {
         "pullcheck: -f - given more than once: stdin can be read only once\n"
     );
 }
+
+#[test]
+fn a_kubeflow_replicas_restart_policy_is_judged_in_the_words_inject_uses() {
+    // The same replicas as inject.rs kubeflow_replicas_and_run_policy_are_warned_about: lint
+    // and inject --fail-fast say the same line for each (k8s::policy::replica_restart).
+    let y = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers: [{name: pytorch, image: 'm:1'}]\n    Worker:\n      restartPolicy: ExitCode\n      template:\n        spec:\n          containers: [{name: pytorch, image: 'w:1'}]\n";
+    let replica_findings: Vec<(&str, String, String)> = lint_object(&doc(y), &Table::builtin())
+        .into_iter()
+        .filter(|f| f.path.ends_with("/restartPolicy"))
+        .map(|f| (f.rule, f.path, f.message))
+        .collect();
+    assert_eq!(
+        replica_findings,
+        vec![
+            (
+                rule::RESTART_POLICY,
+                "/spec/pytorchReplicaSpecs/Master/restartPolicy".to_string(),
+                "replica restartPolicy OnFailure: a failed pullcheck restarts instead of failing; set Never".to_string()
+            ),
+            (
+                rule::RESTART_POLICY_EXIT_CODE,
+                "/spec/pytorchReplicaSpecs/Worker/restartPolicy".to_string(),
+                "restartPolicy ExitCode fails the job on codes 1-127: transient pullcheck code 20 is final too".to_string()
+            ),
+        ]
+    );
+}
