@@ -28,19 +28,21 @@ impl Transient {
         self,
         version: Option<crate::k8s::KubernetesVersion>,
     ) -> (TransientAction, Option<String>) {
+        use crate::k8s::{RestartAsk, restart_rules_allowed};
         match self {
-            Transient::Auto => {
-                let restart = version.is_some_and(|v| v.has_container_restart_rules());
-                let action = if restart {
-                    TransientAction::Restart
-                } else {
-                    TransientAction::Count
-                };
-                (action, None)
-            }
+            Transient::Auto => match restart_rules_allowed(RestartAsk::Auto, version) {
+                Ok(()) => (TransientAction::Restart, None),
+                Err(_) => (TransientAction::Count, None),
+            },
             Transient::Count => (TransientAction::Count, None),
             Transient::Ignore => (TransientAction::Ignore, None),
-            Transient::Restart => TransientAction::Restart.for_cluster(version),
+            Transient::Restart => match restart_rules_allowed(RestartAsk::ByName, version) {
+                Ok(()) => (TransientAction::Restart, None),
+                Err(why) => (
+                    TransientAction::Count,
+                    Some(format!("{why}: --transient restart falls back to count")),
+                ),
+            },
         }
     }
 }

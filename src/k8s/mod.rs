@@ -167,22 +167,44 @@ pub enum TransientAction {
     Restart,
 }
 
-impl TransientAction {
-    /// The action a cluster of `version` can carry out, and the warning when that is not
-    /// the one asked for. `None`: the version is unknown and assumed recent enough.
-    pub(crate) fn for_cluster(
-        self,
-        version: Option<KubernetesVersion>,
-    ) -> (TransientAction, Option<String>) {
-        match (self, version) {
-            (TransientAction::Restart, Some(v)) if !v.has_container_restart_rules() => (
-                TransientAction::Count,
-                Some(format!(
-                    "Kubernetes {v} has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"
-                )),
-            ),
-            (action, _) => (action, None),
+/// How container restart rules were asked for: the two `--transient` values that may
+/// write them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RestartAsk {
+    /// `--transient auto`, the default: restart only where the cluster is known to have
+    /// them; a fall back to count is expected, said at info.
+    Auto,
+    /// `--transient restart`, by name: a fall back to count deserves a warning.
+    ByName,
+}
+
+impl RestartAsk {
+    /// The flag's value as given.
+    pub(crate) fn flag(self) -> &'static str {
+        match self {
+            RestartAsk::Auto => "auto",
+            RestartAsk::ByName => "restart",
         }
+    }
+}
+
+/// Whether container restart rules may be written for a cluster of `version` (`None`:
+/// unknown), asked `ask`: `Ok(())`, or `Err(why)` and count is written instead. The one
+/// rule for `inject` and the webhook: a known version decides
+/// ([`KubernetesVersion::has_container_restart_rules`]); an unknown one is count under
+/// auto, and taken as 1.35 or later when restart is asked by name (the podFailurePolicy
+/// rule for code 20 stays Count, so a kubelet without them still fails the pod).
+pub(crate) fn restart_rules_allowed(
+    ask: RestartAsk,
+    version: Option<KubernetesVersion>,
+) -> Result<(), String> {
+    match (version, ask) {
+        (Some(v), _) if v.has_container_restart_rules() => Ok(()),
+        (Some(v), _) => Err(format!(
+            "Kubernetes {v} has no container restart rules (beta and on by default from 1.35)"
+        )),
+        (None, RestartAsk::ByName) => Ok(()),
+        (None, RestartAsk::Auto) => Err("the Kubernetes version is unknown".into()),
     }
 }
 
@@ -335,17 +357,22 @@ mod tests {
     }
 
     #[test]
-    fn restart_falls_back_to_count_below_1_35() {
-        let r = TransientAction::Restart;
-        assert_eq!(r.for_cluster(None), (r, None));
-        assert_eq!(r.for_cluster(KubernetesVersion::parse("1.35")), (r, None));
-        let (action, warning) = r.for_cluster(KubernetesVersion::parse("1.33"));
-        assert_eq!(action, TransientAction::Count);
-        assert_eq!(
-            warning.unwrap(),
-            "Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35): --transient restart falls back to count"
+    fn restart_rules_by_version_and_by_how_they_were_asked() {
+        use RestartAsk::*;
+        let v = KubernetesVersion::parse;
+        assert_eq!(restart_rules_allowed(Auto, v("1.35")), Ok(()));
+        assert_eq!(restart_rules_allowed(ByName, v("v1.36.0")), Ok(()));
+        let old = Err(
+            "Kubernetes 1.33 has no container restart rules (beta and on by default from 1.35)"
+                .to_string(),
         );
-        let i = TransientAction::Ignore;
-        assert_eq!(i.for_cluster(KubernetesVersion::parse("1.20")), (i, None));
+        assert_eq!(restart_rules_allowed(Auto, v("1.33")), old);
+        assert_eq!(restart_rules_allowed(ByName, v("1.33")), old);
+        // Unknown: auto doesn't guess; restart by name is taken at its word.
+        assert_eq!(
+            restart_rules_allowed(Auto, None),
+            Err("the Kubernetes version is unknown".to_string())
+        );
+        assert_eq!(restart_rules_allowed(ByName, None), Ok(()));
     }
 }

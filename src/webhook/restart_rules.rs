@@ -21,9 +21,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::cluster::Cluster;
-use crate::k8s::KubernetesVersion;
 use crate::k8s::container::{Handed, InjectOptions, init_container};
 use crate::k8s::{CONTAINER_NAME, TransientAction};
+use crate::k8s::{KubernetesVersion, RestartAsk, restart_rules_allowed};
 
 /// Where the dry-run probe Pod is created (`--probe-namespace`, `--probe-service-account`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,11 +184,11 @@ pub(crate) struct Resolution {
     pub message: String,
 }
 
-/// The decision when restart was asked for (`ask`: how): the
-/// API server's `version` (`None`: it states none), then the probe's `answer` (`None`: no
-/// probe configured). Restart only where the version allows it and the probe, if there is
-/// one, saw the fields kept: a probe that shows nothing (no permission, another webhook
-/// refusing the Pod) is not taken for support.
+/// The decision when restart was asked for (`ask`: how): the API server's `version`
+/// (`None`: unknown) by the one rule, [`restart_rules_allowed`], then the probe's `answer`
+/// (`None`: no probe configured). Restart only where the version allows it and the probe,
+/// if there is one, saw the fields kept: a probe that shows nothing (no permission, another
+/// webhook refusing the Pod) is not taken for support.
 pub(crate) fn decide(
     ask: RestartAsk,
     version: Option<KubernetesVersion>,
@@ -201,74 +201,57 @@ pub(crate) fn decide(
         loudness,
         message: format!("{why}: --transient {flag} writes container restart rules"),
     };
-    let expected = ask.expected();
-    let Some(v) = version else {
-        return count(expected, "the API server states no version".into());
-    };
-    if !v.has_container_restart_rules() {
-        return count(
-            expected,
-            format!(
-                "Kubernetes {v} has no container restart rules (beta and on by default from 1.35)"
-            ),
-        );
+    let expected = expected(ask);
+    if let Err(why) = restart_rules_allowed(ask, version) {
+        return count(expected, why);
     }
+    let v = match version {
+        Some(v) => format!("Kubernetes {v}"),
+        None => {
+            "an unknown Kubernetes version, taken as 1.35 or later since restart was asked by name"
+                .to_string()
+        }
+    };
     match answer {
         None => restart(
-            Loudness::Info,
+            if version.is_some() {
+                Loudness::Info
+            } else {
+                Loudness::Warn
+            },
             format!(
-                "Kubernetes {v} (no --probe-namespace: a server with the ContainerRestartRules gate off would drop them unseen)"
+                "{v} (no --probe-namespace: a server with the ContainerRestartRules gate off would drop them unseen)"
             ),
         ),
         Some(ProbeAnswer::Kept) => restart(
             Loudness::Info,
-            format!("Kubernetes {v}, and a dry-run Pod kept restartPolicy and restartPolicyRules"),
+            format!("{v}, and a dry-run Pod kept restartPolicy and restartPolicyRules"),
         ),
         Some(ProbeAnswer::Dropped) => count(
             Loudness::Warn,
             format!(
-                "Kubernetes {v} dropped restartPolicy and restartPolicyRules from a dry-run Pod (the ContainerRestartRules feature gate is off)"
+                "{v} dropped restartPolicy and restartPolicyRules from a dry-run Pod (the ContainerRestartRules feature gate is off)"
             ),
         ),
         Some(ProbeAnswer::Refused(m)) => count(
             Loudness::Warn,
-            format!("Kubernetes {v} refused a dry-run Pod with container restart rules ({m})"),
+            format!("{v} refused a dry-run Pod with container restart rules ({m})"),
         ),
         Some(ProbeAnswer::Inconclusive(m)) => count(
             Loudness::Warn,
             format!(
-                "Kubernetes {v}, but the dry-run probe Pod showed nothing about container restart rules ({m})"
+                "{v}, but the dry-run probe Pod showed nothing about container restart rules ({m})"
             ),
         ),
     }
 }
 
-/// How container restart rules were asked for: the two `--transient` values that reach a
-/// decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RestartAsk {
-    /// `--transient auto`, the default: a fall back to count is expected, said at info.
-    Auto,
-    /// `--transient restart`, by name: a fall back to count deserves a warning.
-    ByName,
-}
-
-impl RestartAsk {
-    /// The flag's value as given.
-    pub(crate) fn flag(self) -> &'static str {
-        match self {
-            RestartAsk::Auto => "auto",
-            RestartAsk::ByName => "restart",
-        }
-    }
-
-    /// How loud a fall back to count is when nothing went wrong (below 1.35, no API
-    /// server).
-    fn expected(self) -> Loudness {
-        match self {
-            RestartAsk::Auto => Loudness::Info,
-            RestartAsk::ByName => Loudness::Warn,
-        }
+/// How loud a fall back to count is when nothing went wrong (below 1.35, no API server):
+/// expected under auto; restart asked by name deserves a warning.
+fn expected(ask: RestartAsk) -> Loudness {
+    match ask {
+        RestartAsk::Auto => Loudness::Info,
+        RestartAsk::ByName => Loudness::Warn,
     }
 }
 
@@ -294,15 +277,15 @@ pub(crate) async fn resolve(
     deadline: Instant,
 ) -> Result<Resolution, ProbeError> {
     let Some(cluster) = cluster else {
-        return Ok(counted(
-            ask,
-            ask.expected(),
-            "no Kubernetes API to ask for its version",
-        ));
+        let r = decide(ask, None, None);
+        return Ok(Resolution {
+            message: format!("no Kubernetes API to ask for its version: {}", r.message),
+            ..r
+        });
     };
     let version = cluster.version(deadline).await?;
     let answer = match (probe, version) {
-        (Some(p), Some(v)) if v.has_container_restart_rules() => {
+        (Some(p), _) if restart_rules_allowed(ask, version).is_ok() => {
             let pod = probe_pod(opts, &p.service_account);
             let (status, body) = cluster
                 .dry_run_create(&p.namespace, "pods", &pod, deadline)
@@ -449,7 +432,11 @@ mod tests {
             (Auto, v("1.34.2"), None, Count, Info),
             (ByName, v("1.34.2"), None, Count, Warn),
             (Auto, None, None, Count, Info),
-            (ByName, None, None, Count, Warn),
+            // The one rule (k8s::restart_rules_allowed), as inject has it: restart asked by
+            // name with the version unknown is taken at its word, warned; a probe still
+            // decides.
+            (ByName, None, None, Restart, Warn),
+            (ByName, None, Some(ProbeAnswer::Dropped), Count, Warn),
         ];
         for (ask, version, answer, action, loudness) in cases {
             let r = decide(ask, version, answer.as_ref());

@@ -1027,13 +1027,24 @@ fn transient_restart_follows_the_apiservers_version_asked_once() {
             );
         }
     }
-    // No API server to ask: today's policy, said once in the log.
+    // No API server to ask: the one rule (k8s::restart_rules_allowed), as inject has it
+    // without --kubernetes-version: restart asked by name is taken at its word, auto writes
+    // count; each said once in the log.
     let wh = Webhook::start(&["--transient", "restart"]);
-    assert_eq!(mutated_restart_policy(&wh), Value::Null);
+    assert_eq!(mutated_restart_policy(&wh), json!("Never"));
+    assert_eq!(mutated_restart_policy(&wh), json!("Never"));
+    let log = wh.log();
+    assert_eq!(
+        log.matches("no Kubernetes API to ask for its version: an unknown Kubernetes version, taken as 1.35 or later since restart was asked by name (no --probe-namespace: a server with the ContainerRestartRules gate off would drop them unseen): --transient restart writes container restart rules")
+            .count(),
+        1,
+        "{log}"
+    );
+    let wh = Webhook::start(&[]);
     assert_eq!(mutated_restart_policy(&wh), Value::Null);
     let log = wh.log();
     assert_eq!(
-        log.matches("no Kubernetes API to ask for its version: --transient restart writes count")
+        log.matches("no Kubernetes API to ask for its version: the Kubernetes version is unknown: --transient auto writes count")
             .count(),
         1,
         "{log}"

@@ -5,9 +5,10 @@
 use std::time::{Duration, Instant};
 
 use super::WebhookState;
+use crate::k8s::RestartAsk;
 use crate::k8s::inject::TransientAction;
 use crate::webhook::config::Transient;
-use crate::webhook::restart_rules::{self, RestartAsk};
+use crate::webhook::restart_rules;
 
 /// How long after a failed decision the reviews write count without asking the API again
 /// (a hung API server would otherwise cost every review its request timeout).
