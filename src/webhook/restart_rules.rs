@@ -72,7 +72,7 @@ pub(crate) fn probe_pod(opts: &InjectOptions, service_account: &str) -> Value {
         "metadata": {
             "generateName": "pullcheck-restart-rules-probe-",
             "labels": {"app.kubernetes.io/name": "pullcheck", "pullcheck.io/probe": "restart-rules"},
-            "annotations": {"pullcheck.io/skip": "true"},
+            "annotations": {crate::k8s::inject::SKIP_ANNOTATION: "true"},
         },
         "spec": {
             "restartPolicy": "Never",
