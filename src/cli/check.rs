@@ -134,7 +134,7 @@ pub(crate) async fn run(mut a: CheckArgs) -> Result<u8, CliError> {
     }
     // The termination log is written even when stdout fails: it is what the Job's pod shows.
     let printed = match a.output {
-        Output::Json => super::print_result(&json::document(&outcomes, code), code),
+        Output::Json => super::print_result(&json::document(&outcomes, code)?, code),
         Output::Text if a.quiet => Ok(code),
         Output::Text => {
             let lines: String = outcomes.iter().map(|o| text::line(o) + "\n").collect();

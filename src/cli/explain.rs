@@ -173,7 +173,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         no_route: resolution.require_route().err().map(|e| e.to_string()),
     };
     let text = match a.output {
-        Output::Json => serde_json::to_string_pretty(&ex).unwrap_or_default() + "\n",
+        Output::Json => crate::report::json::render(&ex)?,
         Output::Text => render(&ex),
     };
     super::print_result(&text, 0)

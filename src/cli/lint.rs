@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::CliError;
 use super::input::{load_table, read_manifests};
-use super::{CliError, UsageError};
 use crate::k8s::lint::{Finding, lint_documents, rule};
 use crate::report::json::SCHEMA_VERSION;
 use crate::verdict::code;
@@ -126,9 +126,7 @@ pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
             .collect::<String>(),
         LintOutput::Json => {
             let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "findings": findings});
-            serde_json::to_string_pretty(&doc)
-                .map_err(|e| UsageError(format!("cannot write JSON: {e}")))?
-                + "\n"
+            crate::report::json::render(&doc)?
         }
     };
     let code = if a.strict && !findings.is_empty() {

@@ -140,6 +140,12 @@ pub(crate) enum CliError {
     Internal(String),
 }
 
+impl From<crate::report::json::RenderError> for CliError {
+    fn from(e: crate::report::json::RenderError) -> Self {
+        CliError::Internal(e.to_string())
+    }
+}
+
 impl From<UsageError> for CliError {
     fn from(e: UsageError) -> Self {
         CliError::Usage(e)
@@ -230,13 +236,13 @@ impl Command {
 /// error: `{"schema_version": 1, "exit_code": 2, "error": "…"}` (docs/json-schema.md), so a
 /// script reading stdout always gets a document naming the exit code.
 pub(crate) fn json_error(exit_code: u8, error: &str) -> String {
-    serde_json::to_string_pretty(&serde_json::json!({
+    // A json! value of strings and numbers always serializes.
+    crate::report::json::render(&serde_json::json!({
         "schema_version": crate::report::json::SCHEMA_VERSION,
         "exit_code": exit_code,
         "error": error,
     }))
-    .unwrap_or_default()
-        + "\n"
+    .expect("a JSON value serializes")
 }
 
 /// A flag clap rejects: clap's own message on stderr and exit 2, and with `-o json` (or

@@ -187,7 +187,7 @@ pub(crate) async fn run(a: ScanArgs) -> Result<u8, CliError> {
                     .map(|(outcome, uses)| ScannedImage { outcome, uses })
                     .collect(),
             };
-            out = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+            out = json::render(&doc)?;
         }
         Output::Text => {
             for (o, u) in outcomes.iter().zip(&uses) {

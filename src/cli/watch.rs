@@ -330,7 +330,7 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
             }
         };
         let text = match a.output {
-            Output::Json => crate::watch::report_json(&report),
+            Output::Json => crate::watch::report_json(&report)?,
             Output::Text => crate::watch::report_text(&report),
         };
         let code = if a.exit_code {

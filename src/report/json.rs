@@ -13,15 +13,27 @@ struct Document<'a> {
     images: &'a [Outcome],
 }
 
-/// The whole document, pretty-printed, with a trailing newline.
-pub(crate) fn document(outcomes: &[Outcome], exit_code: u8) -> String {
-    let doc = Document {
+/// A document that could not be serialized (a map with non-string keys; never expected of
+/// pullcheck's plain data). The CLI exits 1 (internal) with it: never an empty stdout under
+/// a verdict's exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the JSON document: {0}")]
+pub(crate) struct RenderError(#[from] serde_json::Error);
+
+/// `doc` pretty-printed with a trailing newline. Every `-o json` document (check, scan,
+/// lint, explain, watch --once, the usage-error document) is written by this, so they share
+/// one layout and one failure rule.
+pub(crate) fn render<T: serde::Serialize + ?Sized>(doc: &T) -> Result<String, RenderError> {
+    let mut s = serde_json::to_string_pretty(doc)?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// The whole `check -o json` document.
+pub(crate) fn document(outcomes: &[Outcome], exit_code: u8) -> Result<String, RenderError> {
+    render(&Document {
         schema_version: SCHEMA_VERSION,
         exit_code,
         images: outcomes,
-    };
-    let mut s =
-        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    s.push('\n');
-    s
+    })
 }

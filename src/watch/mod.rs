@@ -102,7 +102,9 @@ fn decision_text(a: &Assessment) -> (String, String) {
 
 /// `--once -o json`: `{"schema_version":1,"pods":[{namespace,name,container,image,reason,
 /// verdict,action,why,marked}]}`.
-pub(crate) fn report_json(report: &[Assessment]) -> String {
+pub(crate) fn report_json(
+    report: &[Assessment],
+) -> Result<String, crate::report::json::RenderError> {
     let pods: Vec<Value> = report
         .iter()
         .map(|a| {
@@ -129,8 +131,10 @@ pub(crate) fn report_json(report: &[Assessment]) -> String {
             row
         })
         .collect();
-    serde_json::to_string_pretty(&json!({"schema_version": 1, "pods": pods})).unwrap_or_default()
-        + "\n"
+    crate::report::json::render(&json!({
+        "schema_version": crate::report::json::SCHEMA_VERSION,
+        "pods": pods,
+    }))
 }
 
 /// `--once` as a table, aligned as kubectl aligns its tables.
