@@ -21,6 +21,7 @@ pub mod reference;
 pub mod registry;
 mod report;
 pub(crate) mod runtime;
+mod serve;
 pub mod verdict;
 pub(crate) mod watch;
 pub mod webhook;

@@ -30,10 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use axum::Router;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use http::{StatusCode, header};
 use serde_json::{Value, json};
 
 pub(crate) use controller::Settings;
@@ -214,40 +210,6 @@ pub(crate) fn once_exit_code(report: &[Assessment]) -> u8 {
     }))
 }
 
-#[derive(Clone)]
-struct Shared {
-    ready: Arc<AtomicBool>,
-    metrics: Arc<metrics::WatchMetrics>,
-}
-
-async fn healthz() -> &'static str {
-    "ok\n"
-}
-
-async fn readyz(State(s): State<Shared>) -> Response {
-    if s.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: no pod list yet\n",
-        )
-            .into_response()
-    }
-}
-
-async fn metrics_text(State(s): State<Shared>) -> Response {
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.render(),
-    )
-        .into_response()
-}
-
 /// Run the controller and the HTTP endpoints until SIGTERM or SIGINT. Prints `pullcheck
 /// watch: listening on http://ADDR` on stderr once bound. Errors: the address can't be bound.
 pub(crate) async fn serve(
@@ -263,14 +225,17 @@ pub(crate) async fn serve(
         listener.local_addr()?,
         if settings.dry_run { " (dry run)" } else { "" }
     );
-    let app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(Shared {
-            ready: ready.clone(),
-            metrics: metrics.clone(),
-        });
+    let app: Router = crate::serve::probe_routes(
+        {
+            let ready = ready.clone();
+            move || ready.load(Ordering::SeqCst)
+        },
+        "not ready: no pod list yet\n",
+        {
+            let metrics = metrics.clone();
+            move || metrics.render()
+        },
+    );
     let status = crate::runtime::Status {
         ready,
         lists: metrics.relists.clone(),
@@ -288,7 +253,7 @@ pub(crate) async fn serve(
     };
     let work = tokio::spawn(crate::runtime::run(pods, reconciler, runtime, status));
     axum::serve(listener, app)
-        .with_graceful_shutdown(crate::webhook::server::shutdown_signal())
+        .with_graceful_shutdown(crate::serve::shutdown_signal())
         .await?;
     work.abort();
     Ok(())

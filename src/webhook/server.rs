@@ -23,7 +23,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -121,39 +121,22 @@ async fn mutate(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Resp
     review(s, Webhook::Mutate, headers, body).await
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
-}
-
-async fn readyz(State(s): State<Shared>) -> Response {
-    if s.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
-    }
-}
-
-async fn metrics(State(s): State<Shared>) -> Response {
-    let text = s.metrics.render(s.engine.registry().requests_sent());
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
-}
-
 /// `/validate` and `/mutate` (POST), `/healthz`, `/readyz` and `/metrics` (GET).
 pub(crate) fn router(state: Shared) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .merge(crate::serve::probe_routes(
+            {
+                let s = state.clone();
+                move || s.ready.load(Ordering::SeqCst)
+            },
+            "not ready\n",
+            {
+                let s = state.clone();
+                move || s.metrics.render(s.engine.registry().requests_sent())
+            },
+        ))
         .with_state(state)
 }
 
@@ -226,18 +209,6 @@ async fn reload_loop(state: Shared, tls: RustlsConfig, mut current: (Vec<u8>, Ve
     }
 }
 
-pub(crate) async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
-}
-
 /// Serve until SIGTERM; returns after in-flight requests have drained (or the grace period
 /// ended). Prints `pullcheck webhook: listening on https://ADDR` on stderr once bound.
 pub(crate) async fn serve(state: Shared) -> Result<(), ServeError> {
@@ -269,7 +240,7 @@ pub(crate) async fn serve(state: Shared) -> Result<(), ServeError> {
         let closing = closing.clone();
         let grace = state.config.shutdown_grace;
         tokio::spawn(async move {
-            shutdown_signal().await;
+            crate::serve::shutdown_signal().await;
             state.ready.store(false, Ordering::SeqCst);
             closing.store(true, Ordering::SeqCst);
             let settle = settle_period(grace);
