@@ -63,9 +63,31 @@ pub(crate) struct Classification {
     pub(crate) reason: Option<Reason>,
     /// `None`: unknown. The watch never acts on an unknown failure.
     pub(crate) verdict: Option<Verdict>,
-    /// The phrase that decided (a [`Rule::phrase`] or a reason's name), for the Event text;
-    /// `None` when nothing matched.
-    pub(crate) matched: Option<&'static str>,
+    /// What decided, for the Event text ([`Matched::phrase`]).
+    pub(crate) matched: Matched,
+}
+
+/// What decided a [`Classification`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Matched {
+    /// Nothing: not a pull failure, or a message no rule knows.
+    Nothing,
+    /// A [`Rule::phrase`], or a reason's name for reasons that decide alone.
+    Phrase(&'static str),
+    /// An `ImagePullBackOff` whose message lacks the pull error (kubelets before 1.32):
+    /// the watch reads the `ErrImagePull` status or the `Failed` Event instead.
+    BackOffWithoutError,
+}
+
+impl Matched {
+    /// The phrase for the Event text; `None` for [`Matched::Nothing`].
+    pub(crate) fn phrase(self) -> Option<&'static str> {
+        match self {
+            Matched::Nothing => None,
+            Matched::Phrase(p) => Some(p),
+            Matched::BackOffWithoutError => Some(NO_UNDERLYING_MESSAGE),
+        }
+    }
 }
 
 /// How a rule recognises a message.
@@ -274,21 +296,24 @@ pub(crate) fn classify(reason: &str, message: &str) -> Classification {
         return Classification {
             reason: None,
             verdict: None,
-            matched: None,
+            matched: Matched::Nothing,
         };
     };
     let (verdict, matched) = match reason {
         Reason::ErrImagePull => from_message(message),
         Reason::ImagePullBackOff => from_back_off(message),
-        Reason::InvalidImageName => (Some(Verdict::InvalidReference), Some(reason.as_str())),
+        Reason::InvalidImageName => (
+            Some(Verdict::InvalidReference),
+            Matched::Phrase(reason.as_str()),
+        ),
         // CRI-O reports it; containerd 2.2 never does. An unreachable registry either way.
-        Reason::RegistryUnavailable => (Some(Verdict::Transient), Some(reason.as_str())),
+        Reason::RegistryUnavailable => (Some(Verdict::Transient), Matched::Phrase(reason.as_str())),
         // Not a registry answer: the node lacks the image under `imagePullPolicy: Never`,
         // a signature policy refused it, or the runtime could not inspect its own store.
         // None of pullcheck's verdicts says that.
         Reason::ErrImageNeverPull
         | Reason::SignatureValidationFailed
-        | Reason::ImageInspectError => (None, Some(reason.as_str())),
+        | Reason::ImageInspectError => (None, Matched::Phrase(reason.as_str())),
     };
     Classification {
         reason: Some(reason),
@@ -299,14 +324,14 @@ pub(crate) fn classify(reason: &str, message: &str) -> Classification {
 
 /// `Back-off pulling image "<image>": <reason>: <message>`: the kubelet stores the last
 /// pull's reason and message (`prevPullErrMsg`) and appends them; classify those.
-fn from_back_off(message: &str) -> (Option<Verdict>, Option<&'static str>) {
+fn from_back_off(message: &str) -> (Option<Verdict>, Matched) {
     let underlying = message
         .strip_prefix("Back-off pulling image \"")
         .and_then(|rest| rest.split_once('"'))
         .map(|(_image, rest)| rest.strip_prefix(": ").unwrap_or(rest))
         .unwrap_or(message);
     if underlying.is_empty() {
-        return (None, Some(NO_UNDERLYING_MESSAGE));
+        return (None, Matched::BackOffWithoutError);
     }
     match underlying.split_once(": ") {
         Some((inner, rest))
@@ -319,11 +344,13 @@ fn from_back_off(message: &str) -> (Option<Verdict>, Option<&'static str>) {
     }
 }
 
-fn from_message(message: &str) -> (Option<Verdict>, Option<&'static str>) {
+fn from_message(message: &str) -> (Option<Verdict>, Matched) {
     RULES
         .iter()
         .find(|r| matches(r.shape, message))
-        .map_or((None, None), |r| (r.verdict, Some(r.phrase)))
+        .map_or((None, Matched::Nothing), |r| {
+            (r.verdict, Matched::Phrase(r.phrase))
+        })
 }
 
 fn matches(shape: Shape, message: &str) -> bool {

@@ -251,7 +251,7 @@ pub(crate) fn from_events(image: &str, messages: &[String]) -> Option<Classifica
 
 /// True when the kubelet's message lacks the pull error (kubelet < 1.32 back-off).
 pub(crate) fn lacks_the_error(c: &Classification) -> bool {
-    c.matched == Some(super::classify::NO_UNDERLYING_MESSAGE)
+    c.matched == super::classify::Matched::BackOffWithoutError
 }
 
 /// The condition's `reason`: the verdict in CamelCase, as condition reasons are written.

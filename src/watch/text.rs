@@ -16,7 +16,11 @@ pub(crate) fn explain_failure(f: &Failure, verdict: Verdict) -> String {
         .reason
         .map(|r| r.as_str())
         .unwrap_or("unknown");
-    let phrase = f.classification.matched.unwrap_or("no known phrase");
+    let phrase = f
+        .classification
+        .matched
+        .phrase()
+        .unwrap_or("no known phrase");
     let said = if phrase == reason {
         reason.to_string()
     } else {

@@ -284,10 +284,7 @@ fn the_edge_reader_sees_groups_and_skips_tests() {
     // A test-only declaration at the top hides nothing after it; a test module is skipped
     // to its closing brace, and what follows it counts again.
     let text = "#[cfg(test)]\nmod recorded;\nuse crate::a::X;\n#[cfg(test)]\nmod tests { fn t() { if x { crate::b::Y } } }\nfn g() { crate::c::Z }\n";
-    assert_eq!(
-        named(text, &known),
-        ["a", "c"].map(String::from).into()
-    );
+    assert_eq!(named(text, &known), ["a", "c"].map(String::from).into());
 }
 
 #[test]

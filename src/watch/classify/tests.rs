@@ -45,7 +45,7 @@ fn every_recording_is_classified() {
             let c = classify(reason, message);
             assert_eq!(c.reason, Reason::parse(reason), "{name} {reason}");
             assert_eq!(
-                (c.verdict, c.matched),
+                (c.verdict, c.matched.phrase()),
                 (verdict, Some(phrase)),
                 "{name} {reason}: {message}"
             );
@@ -94,7 +94,7 @@ fn recorded_failed_events_give_the_same_verdict() {
         for m in &rec.failed_events {
             let c = classify("ErrImagePull", m);
             assert_eq!(
-                (c.verdict, c.matched),
+                (c.verdict, c.matched.phrase()),
                 (verdict, Some(phrase)),
                 "{name}: {m}"
             );
@@ -336,7 +336,11 @@ fn source_shapes() {
     for &(reason, message, verdict, matched) in FROM_SOURCES {
         let c = classify(reason, message);
         assert_eq!(c.reason, Reason::parse(reason), "{message}");
-        assert_eq!((c.verdict, c.matched), (verdict, matched), "{message}");
+        assert_eq!(
+            (c.verdict, c.matched.phrase()),
+            (verdict, matched),
+            "{message}"
+        );
     }
 }
 
@@ -349,7 +353,7 @@ fn every_rule_decides_somewhere() {
     }
     for r in RULES {
         assert!(
-            messages.iter().any(|m| from_message(m).1 == Some(r.phrase)),
+            messages.iter().any(|m| from_message(m).1 == Matched::Phrase(r.phrase)),
             "rule {:?} is never the first match",
             r.phrase
         );
@@ -375,7 +379,7 @@ fn other_reasons_are_not_pull_failures() {
             Classification {
                 reason: None,
                 verdict: None,
-                matched: None
+                matched: Matched::Nothing
             },
             "{reason}"
         );

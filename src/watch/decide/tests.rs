@@ -9,7 +9,7 @@ fn failure(verdict: Option<Verdict>) -> Classification {
     Classification {
         reason: Some(Reason::ErrImagePull),
         verdict,
-        matched: Some("test"),
+        matched: crate::watch::classify::Matched::Phrase("test"),
     }
 }
 
