@@ -528,12 +528,18 @@ pub(crate) async fn run(a: WebhookArgs) -> Result<u8, CliError> {
         },
     };
     let _check = kueue.map(|client| {
-        AbortOnDrop(tokio::spawn(crate::kueue::run_leading(
+        // The gauge in every replica, leading or not: a standby shows a stopped leader.
+        let stalled = AbortOnDrop(tokio::spawn(crate::kueue::stalled::export(
+            client.clone(),
+            state.metrics.clone(),
+        )));
+        let check = AbortOnDrop(tokio::spawn(crate::kueue::run_leading(
             state.clone(),
             client,
             unproven,
             lease,
-        )))
+        )));
+        (stalled, check)
     });
     crate::webhook::server::serve(state)
         .await

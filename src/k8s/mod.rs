@@ -16,6 +16,7 @@
 
 pub(crate) mod annotation_budget;
 pub(crate) mod container;
+pub(crate) mod event;
 pub(crate) mod index_bodies;
 pub mod inject;
 pub mod lint;

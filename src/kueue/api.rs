@@ -104,4 +104,19 @@ impl KueueApi for KueueClient {
         self.apply(&self.url(None, "admissionchecks", &[name, "status"]), body)
             .await
     }
+
+    async fn event(&self, body: &Value) -> Result<(), ApiError> {
+        let namespace = body
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let url = self
+            .client
+            .url(&["api", "v1", "namespaces", namespace, "events"]);
+        let answer = self.client.create(&url, body, CALL).await?;
+        match answer.status {
+            200 | 201 => Ok(()),
+            _ => Err(status_error(Verb::Create, url.path(), &answer)),
+        }
+    }
 }

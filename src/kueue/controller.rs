@@ -26,11 +26,12 @@ use moka::future::Cache;
 use serde_json::{Value, json};
 
 use super::{
-    API_VERSION, Answer, Resolved, UnprovenPolicy, admission_check_apply, checks_to_answer, decide,
-    flavor_platform, retry_count,
+    API_VERSION, Answer, CheckState, Resolved, UnprovenPolicy, admission_check_apply,
+    checks_to_answer, decide, flavor_platform, retry_count,
 };
 use crate::apiserver::ApiError;
 use crate::apiserver::time::rfc3339;
+use crate::k8s::event::{EventType, Reporter, controller_of, reference_to};
 use crate::platform::Platform;
 use crate::runtime::{Clock, Key, Reconciler, Requeue};
 use crate::webhook::metrics::Metrics;
@@ -47,6 +48,22 @@ const AFTER_ERROR: Duration = Duration::from_secs(5);
 /// A write refused because the Workload changed since it was read: the newer version is
 /// reconciled anyway (its event), this is the backstop.
 const AFTER_CONFLICT: Duration = Duration::from_secs(2);
+
+/// Who writes the admission check's Events.
+const REPORTER: Reporter = Reporter {
+    component: "pullcheck-admission-check",
+    reporting: CONTROLLER_NAME,
+};
+
+/// The Event an answer gets on the Workload and on its job: `(type, reason)`; `None` for
+/// Ready (Kueue's own `Admitted` Event says it) and Pending.
+pub(crate) fn event_for(state: CheckState) -> Option<(EventType, &'static str)> {
+    match state {
+        CheckState::Rejected => Some((EventType::Warning, "PullcheckImageCheckRejected")),
+        CheckState::Retry => Some((EventType::Normal, "PullcheckImageCheckRetry")),
+        CheckState::Ready | CheckState::Pending => None,
+    }
+}
 
 /// How a status apply ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +105,8 @@ pub(crate) trait KueueApi: Send + Sync + 'static {
         name: &str,
         body: &Value,
     ) -> impl Future<Output = Result<Applied, ApiError>> + Send;
+    /// Create the core/v1 Event `body` ([`crate::k8s::event::event`]) in its namespace.
+    fn event(&self, body: &Value) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
 /// Resolves the pulled images of pod templates, as the webhook resolves them (pull
@@ -308,12 +327,49 @@ impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
                         "{}",
                         answer.message
                     );
+                    if let Some((event_type, reason)) = event_for(answer.state) {
+                        self.events(workload, event_type, reason, &answer.message, &now)
+                            .await;
+                    }
                 }
                 Applied::Conflict => next = Requeue::After(AFTER_CONFLICT),
                 Applied::Gone => return Ok(Requeue::Never),
             }
         }
         Ok(next)
+    }
+}
+
+impl<A: KueueApi, I: Images> WorkloadReconciler<A, I> {
+    /// The answer's Event on the Workload and on its job (the Workload's controller), so
+    /// `kubectl describe job` shows why it stays suspended. A failed Event is logged: the
+    /// answer is written already.
+    async fn events(
+        &self,
+        workload: &Value,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+        now: &str,
+    ) {
+        let instance =
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "pullcheck-webhook".to_string());
+        // A list's items may lack apiVersion and kind; this one is a Workload.
+        let mut this = reference_to(workload);
+        this["apiVersion"] = json!(API_VERSION);
+        this["kind"] = json!("Workload");
+        for object in std::iter::once(this).chain(controller_of(workload)) {
+            let body = crate::k8s::event::event(
+                &object, event_type, reason, message, REPORTER, &instance, now,
+            );
+            if let Err(e) = self.api.event(&body).await {
+                tracing::warn!(
+                    kind = %object["kind"].as_str().unwrap_or_default(),
+                    name = %object["name"].as_str().unwrap_or_default(),
+                    "cannot record an Event: {e}"
+                );
+            }
+        }
     }
 }
 

@@ -102,6 +102,19 @@ impl KueueApi for FakeApi {
             .push(format!("apply admissioncheck {name}"));
         self.next(body)
     }
+
+    async fn event(&self, body: &Value) -> Result<(), ApiError> {
+        let o = &body["involvedObject"];
+        self.calls.lock().unwrap().push(format!(
+            "event {} {} {}/{} {}",
+            body["type"].as_str().unwrap_or_default(),
+            body["reason"].as_str().unwrap_or_default(),
+            o["kind"].as_str().unwrap_or_default(),
+            o["name"].as_str().unwrap_or_default(),
+            body["message"].as_str().unwrap_or_default(),
+        ));
+        Ok(())
+    }
 }
 
 /// Verdicts by image; records the platforms each template was resolved for.
@@ -222,6 +235,9 @@ async fn a_missing_image_is_rejected_for_the_flavors_platform_with_its_line() {
             "get admissioncheck image-check",
             "get resourceflavor arm-nodes",
             "apply workload team-a/job-train-87eec",
+            // Then the reason where people look: on the Workload and on its Job.
+            "event Warning PullcheckImageCheckRejected Workload/job-train-87eec pullcheck: model: registry.example/models/llm:7b: not_found (why)",
+            "event Warning PullcheckImageCheckRejected Job/train pullcheck: model: registry.example/models/llm:7b: not_found (why)",
         ]
     );
     // The pod set landed on the arm64 flavor: every image is resolved for linux/arm64,
@@ -264,7 +280,14 @@ async fn a_missing_image_is_rejected_for_the_flavors_platform_with_its_line() {
         r.reconcile(&key(&w), Some(Arc::new(w.clone()))).await,
         Requeue::Never
     );
-    assert_eq!(api.calls().len(), 4);
+    assert_eq!(
+        api.calls()[5..],
+        [
+            "apply workload team-a/job-train-87eec",
+            "event Warning PullcheckImageCheckRejected Workload/job-train-87eec pullcheck: model: registry.example/models/llm:7b: not_found (why)",
+            "event Warning PullcheckImageCheckRejected Job/train pullcheck: model: registry.example/models/llm:7b: not_found (why)",
+        ]
+    );
 }
 
 #[tokio::test]
@@ -280,6 +303,8 @@ async fn present_images_are_ready_and_a_slow_registry_is_asked_again() {
         api.applied()[0]["status"]["admissionChecks"][0]["message"],
         "pullcheck: all 3 images pullable"
     );
+    // Ready writes no Event of ours: Kueue's Admitted says it.
+    assert!(!api.calls().iter().any(|c| c.starts_with("event ")));
     let (api, _, r) = setup(&[("registry.example/ml/trainer:v3", Found::NoTime)]);
     let mut retried = w.clone();
     retried["status"]["admissionChecks"][0]["retryCount"] = json!(2);
@@ -288,6 +313,20 @@ async fn present_images_are_ready_and_a_slow_registry_is_asked_again() {
     assert_eq!(entry["state"], "Retry");
     assert_eq!(entry["requeueAfterSeconds"], 120);
     assert_eq!(answers(&r, "Retry"), 1);
+    // A Retry is said on both objects too, as Normal: Kueue requeues it by itself.
+    let events: Vec<String> = api
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("event "))
+        .map(|c| c.split(' ').take(4).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            "event Normal PullcheckImageCheckRetry Workload/job-train-87eec",
+            "event Normal PullcheckImageCheckRetry Job/train",
+        ]
+    );
 }
 
 #[tokio::test]

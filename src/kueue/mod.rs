@@ -13,6 +13,7 @@
 pub(crate) mod api;
 pub(crate) mod controller;
 pub(crate) mod images;
+pub(crate) mod stalled;
 
 use std::time::Duration;
 

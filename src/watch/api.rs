@@ -18,6 +18,7 @@ use crate::apiserver::ApiClient;
 pub(crate) use crate::apiserver::ApiError;
 use crate::apiserver::client::{Limits, Patch, Preconditions};
 use crate::apiserver::error::Verb;
+use crate::k8s::event::{EventType, Reporter};
 use crate::runtime::api::ApiSource;
 
 /// Bounds of one request: 10 s, and an object or Event list of at most 64 MiB.
@@ -151,38 +152,28 @@ impl WatchApi {
         Ok(events.into_iter().map(|(_, m)| m).collect())
     }
 
-    /// Record a core/v1 Event about `object` (`{apiVersion, kind, name, namespace, uid}`).
+    /// Record a core/v1 Event about `object` (`{apiVersion, kind, name, namespace, uid}`),
+    /// as [`crate::k8s::event::event`] writes every Event of pullcheck's.
     pub(crate) async fn event(
         &self,
         object: &Value,
-        event_type: &str,
+        event_type: EventType,
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        let namespace = object
-            .get("namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        let name = object.get("name").and_then(Value::as_str).unwrap_or("pod");
-        let now = rfc3339(SystemTime::now());
+        let namespace = crate::k8s::event::namespace_of(object);
         let url = self
             .api
             .url(&["api", "v1", "namespaces", namespace, "events"]);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": format!("{name}.pullcheck-"), "namespace": namespace},
-            "involvedObject": object,
-            "type": event_type,
-            "reason": reason,
-            "message": crate::k8s::cut_chars(message, 1024),
-            "source": {"component": "pullcheck-watch"},
-            "reportingComponent": "pullcheck.io/watch",
-            "reportingInstance": std::env::var("HOSTNAME").unwrap_or_else(|_| "pullcheck-watch".into()),
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        });
+        let body = crate::k8s::event::event(
+            object,
+            event_type,
+            reason,
+            message,
+            REPORTER,
+            &std::env::var("HOSTNAME").unwrap_or_else(|_| "pullcheck-watch".into()),
+            &rfc3339(SystemTime::now()),
+        );
         let answer = self.api.create(&url, &body, REQUEST).await?;
         if !matches!(answer.status, 200 | 201) {
             return Err(crate::apiserver::client::status_error(
@@ -194,6 +185,12 @@ impl WatchApi {
         Ok(())
     }
 }
+
+/// Who writes the watch's Events.
+const REPORTER: Reporter = Reporter {
+    component: "pullcheck-watch",
+    reporting: "pullcheck.io/watch",
+};
 
 /// A write whose precondition may no longer hold: `Ok(false)` for 409 (the pod changed or
 /// was replaced) and 404 (gone), `Ok(true)` for one of `ok`, else the status as an error.
@@ -266,7 +263,7 @@ pub(crate) trait Effects: Send + Sync + 'static {
     fn event(
         &self,
         object: &Value,
-        event_type: &str,
+        event_type: EventType,
         reason: &str,
         message: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
@@ -299,7 +296,7 @@ impl Effects for WatchApi {
     fn event(
         &self,
         object: &Value,
-        event_type: &str,
+        event_type: EventType,
         reason: &str,
         message: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {

@@ -40,6 +40,7 @@ use super::pod::{
 };
 use super::ratelimit::Bucket;
 use super::text::{explain_failure, printable, why_text};
+use crate::k8s::event::EventType;
 use crate::runtime::{Clock, Key, Reconciler, Requeue};
 use crate::verdict::Verdict;
 
@@ -340,7 +341,12 @@ impl<E: Effects> PodReconciler<E> {
         }
         if let Err(e) = self
             .api
-            .event(&f.pod.object(), "Warning", "PullcheckNotActing", &message)
+            .event(
+                &f.pod.object(),
+                EventType::Warning,
+                "PullcheckNotActing",
+                &message,
+            )
             .await
         {
             tracing::warn!(error = %e, "cannot record an Event");
@@ -397,7 +403,7 @@ impl<E: Effects> PodReconciler<E> {
             .api
             .event(
                 &f.pod.object(),
-                "Warning",
+                EventType::Warning,
                 "PullcheckImagePullFailed",
                 &message,
             )
@@ -409,7 +415,12 @@ impl<E: Effects> PodReconciler<E> {
             let message = format!("pod {}: {message}", f.pod.name);
             if let Err(e) = self
                 .api
-                .event(job, "Warning", "PullcheckImagePullFailed", &message)
+                .event(
+                    job,
+                    EventType::Warning,
+                    "PullcheckImagePullFailed",
+                    &message,
+                )
                 .await
             {
                 tracing::warn!(error = %e, "cannot record an Event on the Job");

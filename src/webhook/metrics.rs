@@ -154,6 +154,8 @@ pub(crate) struct Metrics {
     pub check_answers: Family<CheckStateLabels, Counter>,
     /// Kueue: time from the Workload's `QuotaReserved` to our answer.
     pub check_answer_seconds: Histogram,
+    /// Kueue: age of the oldest check of ours still Pending on a Workload holding quota.
+    pub oldest_pending_seconds: Gauge,
 }
 
 impl Default for Metrics {
@@ -229,6 +231,12 @@ impl Metrics {
             "Kueue: time from a Workload's quota reservation to pullcheck's answer",
             check_answer_seconds.clone(),
         );
+        let oldest_pending_seconds = Gauge::default();
+        registry.register(
+            "admission_check_oldest_pending_seconds",
+            "Kueue: age in seconds of the oldest pullcheck admission check still Pending on a Workload that holds quota (0: none); it grows when no replica answers",
+            oldest_pending_seconds.clone(),
+        );
         Metrics {
             registry,
             admissions,
@@ -243,6 +251,7 @@ impl Metrics {
             quota_remaining,
             check_answers,
             check_answer_seconds,
+            oldest_pending_seconds,
         }
     }
 
@@ -296,6 +305,13 @@ impl Metrics {
         self.check_answer_seconds.observe(seconds);
     }
 
+    /// Set the age of the oldest Pending check of ours (`kueue::stalled`), in whole
+    /// seconds.
+    pub(crate) fn oldest_pending(&self, age: std::time::Duration) {
+        self.oldest_pending_seconds
+            .set(i64::try_from(age.as_secs()).unwrap_or(i64::MAX));
+    }
+
     /// The OpenMetrics text. `http_requests_sent` is the engine's registry request count.
     pub(crate) fn render(&self, http_requests_sent: u64) -> String {
         let total = http_requests_sent;
@@ -326,6 +342,7 @@ mod tests {
         m.lookup(Verdict::NotFound, 0.1);
         m.quota("docker.io", 76);
         m.check_answer("Rejected", 1.5);
+        m.oldest_pending(std::time::Duration::from_millis(300_900));
         let text = m.render(7);
         for needle in [
             "pullcheck_admissions_total{webhook=\"validate\",kind=\"Job\",verdict=\"denied\"} 1",
@@ -337,6 +354,7 @@ mod tests {
             "pullcheck_registry_quota_remaining{registry=\"docker.io\"} 76",
             "pullcheck_admission_check_answers_total{state=\"Rejected\"} 1",
             "pullcheck_admission_check_answer_seconds_sum 1.5",
+            "pullcheck_admission_check_oldest_pending_seconds 300",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }

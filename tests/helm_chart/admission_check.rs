@@ -70,6 +70,7 @@ fn admission_check_flags_and_rbac() {
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
              "verbs": ["patch"]},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ]),
     );
     let binding = rbac
@@ -107,6 +108,62 @@ fn admission_check_flags_and_rbac() {
             "admissionCheck.enabled needs webhook.enabled: the Kueue admission check runs in the webhook's Deployment",
         ),
         "",
+    );
+    c.done();
+}
+
+#[test]
+#[ignore = "needs helm: run scripts/helm-check.sh"]
+fn the_stalled_check_alert() {
+    let mut c = Checks::default();
+    let rules = |docs: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        docs.iter()
+            .filter(|d| d["kind"] == "PrometheusRule")
+            .cloned()
+            .collect()
+    };
+    c.eq(
+        "no PrometheusRule by default, nor with the check alone",
+        (
+            rules(&render(&[])).len(),
+            rules(&render(&["--set", "admissionCheck.enabled=true"])).len(),
+        ),
+        (0, 0),
+    );
+    let on = render(&[
+        "--set",
+        "admissionCheck.enabled=true",
+        "--set",
+        "admissionCheck.alert.enabled=true",
+        "--set",
+        "admissionCheck.alert.labels.release=prom",
+    ]);
+    let r = rules(&on);
+    c.eq("one PrometheusRule", r.len(), 1);
+    let rule = &r[0]["spec"]["groups"][0]["rules"][0];
+    c.eq(
+        "the rule: the oldest Pending check in this release's namespace, over 300 s for 5m",
+        (
+            rule["alert"].clone(),
+            rule["expr"].clone(),
+            rule["for"].clone(),
+            rule["labels"].clone(),
+            r[0]["metadata"]["labels"]["release"].clone(),
+        ),
+        (
+            json!("PullcheckAdmissionCheckStalled"),
+            json!("max(pullcheck_admission_check_oldest_pending_seconds{namespace=\"pullcheck-system\"}) > 300"),
+            json!("5m"),
+            json!({"severity": "critical"}),
+            json!("prom"),
+        ),
+    );
+    c.check(
+        "the description keeps Prometheus' own template",
+        rule["annotations"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("for {{ $value }} s")),
+        &rule["annotations"],
     );
     c.done();
 }

@@ -165,7 +165,7 @@ impl Effects for FakeApi {
     async fn event(
         &self,
         object: &Value,
-        _event_type: &str,
+        _event_type: crate::k8s::event::EventType,
         reason: &str,
         _message: &str,
     ) -> Result<(), ApiError> {

@@ -252,6 +252,38 @@ fn workloads_are_answered_for_their_flavors_platform_and_other_checks_are_left_a
         message.starts_with(&format!("pullcheck: trainer: {missing}: not_found (")),
         "{message}"
     );
+    // The same line as an Event of ours on the Workload, written under the chart's RBAC
+    // (it has no job owner here: one Event).
+    let t = Instant::now();
+    let events = loop {
+        let e = get_json(&[
+            "events",
+            "-n",
+            NS,
+            "--field-selector",
+            "involvedObject.name=w-missing,reason=PullcheckImageCheckRejected",
+        ]);
+        let items = e["items"].as_array().cloned().unwrap_or_default();
+        if !items.is_empty() {
+            break items;
+        }
+        assert!(t.elapsed() < WITHIN, "no Event on w-missing: {}", w.log());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (
+            &events[0]["type"],
+            &events[0]["involvedObject"]["kind"],
+            &events[0]["reportingComponent"],
+            &events[0]["message"]
+        ),
+        (
+            &json!("Warning"),
+            &json!("Workload"),
+            &json!("pullcheck.io/image-check"),
+            &json!(message)
+        )
+    );
     assert_eq!(
         answered("w-present"),
         (
