@@ -193,12 +193,12 @@ impl Resolver<'_> {
         };
         let digest = match verified_digest(self.reference, &resp) {
             Ok(d) => d,
-            Err(detail) => {
+            Err(problem) => {
                 return Attempt {
                     host_failure: Some(HostFailure::Status),
                     ..attempt
                 }
-                .with(Verdict::NotFound, detail);
+                .with(Verdict::NotFound, problem.to_string());
             }
         };
         let attempt = Attempt {
@@ -501,38 +501,62 @@ enum Descent {
     NotAffordable(Quota),
 }
 
+/// Why the digest of an answer can't be trusted: the image is reported `not_found` with this
+/// line (a runtime stores fetched content only under the digest it expected, so a pull of
+/// such a manifest fails too).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum DigestProblem {
+    /// The `Docker-Content-Digest` header is not a digest.
+    #[error("registry sent an invalid Docker-Content-Digest: {0}")]
+    InvalidHeader(String),
+    /// The body does not hash to the header's digest.
+    #[error("manifest content does not match its Docker-Content-Digest {0}")]
+    BodyNotHeader(Digest),
+    /// The body does not hash to the digest the reference asked for.
+    #[error("manifest content does not match the requested digest {0}")]
+    BodyNotRequested(Digest),
+    /// No body to hash, and the header names another digest than the one asked for.
+    #[error("registry answered digest {answered} for requested {requested}")]
+    Answered { answered: Digest, requested: Digest },
+    /// Neither a header nor a body.
+    #[error("registry sent neither a digest nor a body")]
+    Nothing,
+}
+
 /// The digest of what the reference resolved to, verified where the body allows it.
-fn verified_digest(reference: &Reference, resp: &ManifestResponse) -> Result<String, String> {
+fn verified_digest(
+    reference: &Reference,
+    resp: &ManifestResponse,
+) -> Result<String, DigestProblem> {
     let header = resp
         .digest
         .as_deref()
         .map(Digest::parse)
         .transpose()
-        .map_err(|e| format!("registry sent an invalid Docker-Content-Digest: {e}"))?;
+        .map_err(|e| DigestProblem::InvalidHeader(e.to_string()))?;
     if let Some(body) = &resp.body {
         if let Some(h) = &header
             && !h.verify(body)
         {
-            return Err(format!(
-                "manifest content does not match its Docker-Content-Digest {h}"
-            ));
+            return Err(DigestProblem::BodyNotHeader(h.clone()));
         }
         if let Some(want) = reference.digest()
             && !want.verify(body)
         {
-            return Err(format!(
-                "manifest content does not match the requested digest {want}"
-            ));
+            return Err(DigestProblem::BodyNotRequested(want.clone()));
         }
     } else if let (Some(want), Some(h)) = (reference.digest(), &header)
         && want != h
     {
-        return Err(format!("registry answered digest {h} for requested {want}"));
+        return Err(DigestProblem::Answered {
+            answered: h.clone(),
+            requested: want.clone(),
+        });
     }
     match (header, &resp.body, reference.digest()) {
         (Some(h), _, _) => Ok(h.to_string()),
         (None, _, Some(want)) => Ok(want.to_string()),
         (None, Some(body), None) => Ok(Digest::sha256_of(body).to_string()),
-        (None, None, None) => Err("registry sent neither a digest nor a body".into()),
+        (None, None, None) => Err(DigestProblem::Nothing),
     }
 }
