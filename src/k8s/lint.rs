@@ -49,6 +49,9 @@ pub mod rule {
     pub const UNKNOWN_KIND: &str = "unknown-kind-with-images";
     /// A document without apiVersion and kind: nothing the API server would accept.
     pub const NOT_AN_OBJECT: &str = "not-a-kubernetes-object";
+    /// A JobSet whose `failurePolicy` restarts every Job when one fails by its
+    /// podFailurePolicy (pullcheck's FailJob rule) instead of failing the JobSet.
+    pub const JOBSET_RESTARTS: &str = "jobset-restarts-on-pod-failure-policy";
 }
 
 /// One gap in one workload.
@@ -188,6 +191,7 @@ fn lint_one(obj: &Value, table: &Table) -> Vec<Finding> {
     if let Some(rp) = templates.iter().find_map(|t| t.run_policy.clone()) {
         run_policy_findings(&mut cx, &rp);
     }
+    jobset_findings(&mut cx);
     cx.out
 }
 
@@ -361,6 +365,58 @@ fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
             "no ttlSecondsAfterFinished: finished Jobs and pods linger",
         );
     }
+}
+
+/// A JobSet fails fast on a failed check only when a child Job that failed by its
+/// podFailurePolicy (reason `PodFailurePolicy`) fails the JobSet. Without `failurePolicy`
+/// the first failed Job does. With one, its rules are tried in order and the first whose
+/// `onJobFailureReasons` matches (empty: any reason) acts; none matching is `RestartJobSet`
+/// (the JobSet CRD's `failurePolicy.rules` description, jobset v0.12.0). Message patterns
+/// are not weighed: a rule that only matches other messages is still reported as a match
+/// here, so this errs towards silence, never towards a false finding.
+fn jobset_findings(cx: &mut Ctx<'_>) {
+    let is_jobset = cx.str("/kind") == Some("JobSet")
+        && cx
+            .str("/apiVersion")
+            .is_some_and(|v| v.starts_with("jobset.x-k8s.io/"));
+    let Some(policy) = cx.obj.pointer("/spec/failurePolicy").filter(|_| is_jobset) else {
+        return;
+    };
+    let max_restarts = policy
+        .get("maxRestarts")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let first = policy
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|r| {
+            r.get("onJobFailureReasons")
+                .and_then(Value::as_array)
+                .is_none_or(|reasons| {
+                    reasons.is_empty() || reasons.iter().any(|x| x == "PodFailurePolicy")
+                })
+        });
+    let action = first
+        .and_then(|r| r.get("action"))
+        .and_then(Value::as_str)
+        .unwrap_or("RestartJobSet (no rule)");
+    let restarts = match action {
+        "FailJobSet" => return,
+        "RestartJobSetAndIgnoreMaxRestarts" | "RestartJobAndIgnoreMaxRestarts" => {
+            "without limit".to_string()
+        }
+        _ if max_restarts == 0 => return,
+        _ => format!("up to {max_restarts} restarts"),
+    };
+    cx.push(
+        rule::JOBSET_RESTARTS,
+        "/spec/failurePolicy/rules",
+        format!(
+            "PodFailurePolicy Job failures get {action}, {restarts}: add first a FailJobSet rule for them"
+        ),
+    );
 }
 
 fn run_policy_findings(cx: &mut Ctx<'_>, rp: &str) {

@@ -434,3 +434,48 @@ fn a_kubeflow_replicas_restart_policy_is_judged_in_the_words_inject_uses() {
         ]
     );
 }
+
+/// A JobSet with `failurePolicy` whose rules restart Jobs that failed by podFailurePolicy.
+fn jobset(policy: &str) -> String {
+    format!(
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {{name: js}}\nspec:\n{policy}  replicatedJobs:\n  - name: w\n    replicas: 1\n    template:\n      spec:\n        template:\n          spec:\n            containers: [{{name: c, image: 'r.example/a:1'}}]\n"
+    )
+}
+
+#[test]
+fn a_jobset_that_restarts_on_a_failed_check_is_flagged_with_the_action_and_the_limit() {
+    let restarts = |policy: &str| -> Vec<String> {
+        lint_object(&doc(&jobset(policy)), &Table::builtin())
+            .into_iter()
+            .filter(|f| f.rule == rule::JOBSET_RESTARTS)
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect()
+    };
+    assert_eq!(
+        restarts("  failurePolicy: {maxRestarts: 3}\n"),
+        vec![
+            "/spec/failurePolicy/rules: PodFailurePolicy Job failures get RestartJobSet (no rule), up to 3 restarts: add first a FailJobSet rule for them"
+        ]
+    );
+    assert_eq!(
+        restarts(
+            "  failurePolicy:\n    maxRestarts: 2\n    rules:\n    - {name: other, action: RestartJobSetAndIgnoreMaxRestarts, onJobFailureReasons: [PodFailurePolicy]}\n"
+        ),
+        vec![
+            "/spec/failurePolicy/rules: PodFailurePolicy Job failures get RestartJobSetAndIgnoreMaxRestarts, without limit: add first a FailJobSet rule for them"
+        ]
+    );
+    // Fails fast: no failurePolicy (the first failed Job fails the JobSet), no restarts
+    // allowed, or a FailJobSet rule for the reason before any other that matches it.
+    assert_eq!(restarts(""), Vec::<String>::new());
+    assert_eq!(
+        restarts("  failurePolicy: {maxRestarts: 0}\n"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        restarts(
+            "  failurePolicy:\n    maxRestarts: 3\n    rules:\n    - {name: oom, action: RestartJobSet, onJobFailureReasons: [BackoffLimitExceeded]}\n    - {name: pullcheck, action: FailJobSet, onJobFailureReasons: [PodFailurePolicy]}\n"
+        ),
+        Vec::<String>::new()
+    );
+}
