@@ -283,10 +283,10 @@ pub fn s9h_pytorch(ctx: &mut Ctx) -> Result<(), NodeError> {
     let seen = series.pods_seen();
     expect(
         "9h-pytorch",
-        na.deleted.is_none() && na.n == 1 && series.fin() == Finished::Running,
+        t_err.is_some() && na.deleted.is_none() && na.n == 1 && series.fin() == Finished::Running,
         || {
             format!(
-                "want the PyTorchJob still running, its pod not deleted, 1 PullcheckNotActing Event; got {:?}, deleted at {:?}, {} Events",
+                "want the PyTorchJob still running, its pod failing to pull and not deleted, 1 PullcheckNotActing Event; got {:?}, first ErrImagePull at {t_err:?}, deleted at {:?}, {} Events",
                 series.fin(),
                 na.deleted,
                 na.n

@@ -16,7 +16,7 @@
 //! from the committed document and chart data (what the shell harness's `FF_MERGE` did),
 //! and says so in the doc's "Generated" line. CI compiles this target and runs its pure
 //! tests (the sampler, the renderings, the table); `real_node` is `#[ignore]`d.
-//! Env: FF_SCENARIOS (default: all), FF_WORK (scratch, default /tmp/pullcheck-ff-rs),
+//! Env: FF_SCENARIOS (ids, or a number alone for all its letters: `9`; default: all), FF_WORK (scratch, default /tmp/pullcheck-ff-rs),
 //! FF_OUT, FF_DATA, FF_CHART (defaults: the committed paths); the windows FF_BASELINE_WINDOW
 //! (1, 8a; 120 s), FF_ONFAILURE_WINDOW (6b, 9c, 9i, 10c; 1080 s), FF_PTJ_WINDOW (10d; the
 //! FF_ONFAILURE_WINDOW), FF_OUTAGE (9f, 10a; 30 s), FF_NOT_ACTING_WINDOW (9h, 9h-pytorch; 30 s).
@@ -43,12 +43,21 @@ use std::time::Instant;
 use node::{Node, NodeError, run};
 use scenarios::{Ctx, Needs, TABLE};
 
+/// Whether the FF_SCENARIOS word `word` names `id`: the id itself, or its number alone
+/// (`9` names 9a … 9h-pytorch, `10` names 10a … 10d).
+fn names(word: &str, id: &str) -> bool {
+    word == id
+        || (word.bytes().all(|b| b.is_ascii_digit())
+            && id.starts_with(word)
+            && id[word.len()..].starts_with(|c: char| c.is_ascii_lowercase()))
+}
+
 /// The scenarios FF_SCENARIOS names, in table order; an unknown id is an error naming the
 /// known ones.
 fn selected(list: &str) -> Result<Vec<&'static scenarios::Scenario>, NodeError> {
     let ids: Vec<&str> = list.split_whitespace().collect();
     for id in &ids {
-        if !TABLE.iter().any(|s| s.id == *id) {
+        if !TABLE.iter().any(|s| names(id, s.id)) {
             let known: Vec<&str> = TABLE.iter().map(|s| s.id).collect();
             return Err(NodeError::Setup(format!(
                 "FF_SCENARIOS: unknown scenario {id:?} (known: {})",
@@ -56,7 +65,10 @@ fn selected(list: &str) -> Result<Vec<&'static scenarios::Scenario>, NodeError> 
             )));
         }
     }
-    Ok(TABLE.iter().filter(|s| ids.contains(&s.id)).collect())
+    Ok(TABLE
+        .iter()
+        .filter(|s| ids.iter().any(|w| names(w, s.id)))
+        .collect())
 }
 
 /// Every scenario of the table, space-separated (FF_SCENARIOS's default).
@@ -308,6 +320,12 @@ fn scenario_selection() {
     let ids: Vec<&str> = selected("9b 2 6b").unwrap().iter().map(|s| s.id).collect();
     assert_eq!(ids, ["6b", "2", "9b"]);
     assert_eq!(selected(&all_ids()).unwrap().len(), TABLE.len());
+    let tens: Vec<&str> = selected("10").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(tens, ["10a", "10c", "10d", "10b"]);
+    let ones: Vec<&str> = selected("1").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(ones, ["1"]);
+    let sixes: Vec<&str> = selected("6").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(sixes, ["6b", "6a"]);
     assert!(
         selected("12")
             .err()

@@ -8,7 +8,9 @@
 //! order: the scenarios that stop the workload registry (4, 10a, 9f) run before the ones
 //! that retry for minutes in the background (9c, 9i, 10c, 10d), whose missing tag a stopped
 //! registry would turn into a transient failure; 6b, started first, lives with that (as
-//! the shell harness's did).
+//! the shell harness's did). 9h-pytorch runs before 10d: both PyTorchJob pods are on the
+//! host network and ask for the operator's default port (23456), so while 10d's pod holds
+//! it, 9h-pytorch's is not scheduled.
 
 use std::process::Child;
 use std::thread::JoinHandle;
@@ -129,6 +131,13 @@ pub const TABLE: &[Scenario] = &[
         needs: Needs::Node,
     },
     Scenario {
+        id: "9h-pytorch",
+        parts: &["9h-pytorch"],
+        rows: &["9h-pytorch"],
+        runner: crate::kubeflow::s9h_pytorch,
+        needs: Needs::Watch,
+    },
+    Scenario {
         id: "9c",
         parts: &["9c"],
         rows: &["9c"],
@@ -203,13 +212,6 @@ pub const TABLE: &[Scenario] = &[
         parts: &["9h"],
         rows: &["9h"],
         runner: crate::watch_more::s9h,
-        needs: Needs::Watch,
-    },
-    Scenario {
-        id: "9h-pytorch",
-        parts: &["9h-pytorch"],
-        rows: &["9h-pytorch"],
-        runner: crate::kubeflow::s9h_pytorch,
         needs: Needs::Watch,
     },
 ];
@@ -337,6 +339,7 @@ mod tests {
                 "10a",
                 "9f",
                 "11",
+                "9h-pytorch",
                 "9c",
                 "9i",
                 "10c",
@@ -347,8 +350,7 @@ mod tests {
                 "9d",
                 "9e",
                 "9g",
-                "9h",
-                "9h-pytorch"
+                "9h"
             ]
         );
         let watched: Vec<&str> = TABLE
@@ -360,6 +362,7 @@ mod tests {
             watched,
             [
                 "9f",
+                "9h-pytorch",
                 "9c",
                 "9i",
                 "9a",
@@ -367,8 +370,7 @@ mod tests {
                 "9d",
                 "9e",
                 "9g",
-                "9h",
-                "9h-pytorch"
+                "9h"
             ]
         );
     }

@@ -1,5 +1,6 @@
-//! Scenarios 9a and 9b: `pullcheck watch` as a host process acting on the kubelet's
-//! ErrImagePull of plain Jobs.
+//! Scenarios 9a, 9b and 9e: `pullcheck watch` as a host process acting on the kubelet's
+//! ErrImagePull of plain Jobs, and doing nothing for a present image; the watch's start and
+//! what the other scenarios 9 read of it (its log, its Events).
 
 use std::io::BufRead as _;
 use std::path::Path;
@@ -278,12 +279,19 @@ pub fn s9a(ctx: &mut Ctx) -> Result<(), NodeError> {
     let s = &w.f.series;
     expect(
         "9a",
-        s.fin() == Finished::Failed && w.t_del.is_some(),
+        s.fin() == Finished::Failed
+            && w.reason == "BackoffLimitExceeded"
+            && s.pods_seen() == 1
+            && w.t_del.is_some()
+            && s.t_free().is_some(),
         || {
             format!(
-                "want Failed after the watch deleted the pod, got {:?}, deleted at {:?}",
+                "want Failed (BackoffLimitExceeded) on its one pod after the watch deleted it, requests released; got {:?} {:?} after {} pods, deleted at {:?}, released at {:?}",
                 s.fin(),
-                w.t_del
+                w.reason,
+                s.pods_seen(),
+                w.t_del,
+                s.t_free()
             )
         },
     )?;
@@ -366,12 +374,18 @@ pub fn s9b(ctx: &mut Ctx) -> Result<(), NodeError> {
     let pods = s.pods_seen();
     expect(
         "9b",
-        s.fin() == Finished::Failed && w.reason == "PodFailurePolicy" && pods == 1,
+        s.fin() == Finished::Failed
+            && w.reason == "PodFailurePolicy"
+            && pods == 1
+            // the watch's condition matched the rule inject --fail-fast writes
+            && w
+                .cond
+                .contains("pullcheck.io/ImagePullFailed matching FailJob rule at index 0"),
         || {
             format!(
-                "want Failed by PodFailurePolicy on 1 pod, got {:?} {:?} after {pods}",
+                "want Failed by PodFailurePolicy (the watch's condition matching the rule at index 0) on 1 pod, got {:?} {:?} after {pods}",
                 s.fin(),
-                w.reason
+                w.cond
             )
         },
     )?;

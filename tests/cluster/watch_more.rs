@@ -399,10 +399,10 @@ spec:
     let seen = s.pods_seen();
     expect(
         "9h",
-        na.deleted.is_none() && na.n == 1 && seen == 1 && na.now == 1,
+        t_err.is_some() && na.deleted.is_none() && na.n == 1 && seen == 1 && na.now == 1,
         || {
             format!(
-                "want 1 pod, not deleted, 1 PullcheckNotActing Event; got {seen} seen, {} now, deleted at {:?}, {} Events",
+                "want 1 pod failing to pull, not deleted, 1 PullcheckNotActing Event; got {seen} seen, {} now, first ErrImagePull at {t_err:?}, deleted at {:?}, {} Events",
                 na.now, na.deleted, na.n
             )
         },
