@@ -120,6 +120,37 @@ fn ptj_target(ns: &str, name: &str) -> Target {
     }
 }
 
+/// Delete the PyTorchJob and wait until its pods are gone: every PyTorchJob pod here is
+/// on the host network and asks for the operator's default port (23456), so the next
+/// PyTorchJob's pod is not scheduled while one of them is left (the scheduler then retries
+/// for minutes).
+fn delete_ptj(node: &Node, ns: &str, name: &str) -> Result<(), NodeError> {
+    node.kubectl_ok(
+        &[
+            "-n",
+            ns,
+            "delete",
+            "pytorchjob",
+            name,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+        None,
+    )?;
+    let selector = format!("training.kubeflow.org/job-name={name}");
+    for _ in 0..120 {
+        let pods = node.kubectl_json(&["-n", ns, "get", "pods", "-l", &selector])?;
+        if pods["items"].as_array().is_none_or(|a| a.is_empty()) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    Err(NodeError::Setup(format!(
+        "the pods of PyTorchJob {ns}/{name} are still there 60 s after its deletion"
+    )))
+}
+
 /// The True Failed/Succeeded conditions of the PyTorchJob.
 fn ptj_cond(node: &Node, ns: &str, name: &str) -> Result<String, NodeError> {
     cond_of(node, "pytorchjob", "Succeeded", ns, name).map(|(text, _)| text)
@@ -143,6 +174,7 @@ pub fn s8(ctx: &mut Ctx) -> Result<(), NodeError> {
     )?;
     let s = &a.series;
     let state = s.0.last().map(|x| x.job.clone()).unwrap_or_default();
+    delete_ptj(&ctx.node, ns, "baseline")?;
     expect(
         "8a",
         s.fin() == Finished::Running && state.ends_with(" [Created]"),
@@ -178,10 +210,6 @@ pub fn s8(ctx: &mut Ctx) -> Result<(), NodeError> {
         ),
     );
     save_detail(ctx, "8a", "Scenario 8a: PyTorchJob baseline", &a, &f, "");
-    ctx.node.kubectl_ok(
-        &["-n", ns, "delete", "pytorchjob", "baseline", "--wait=false"],
-        None,
-    )?;
 
     let ns = "ff-s8b";
     ctx.node.new_ns(ns, None)?;
@@ -203,6 +231,7 @@ pub fn s8(ctx: &mut Ctx) -> Result<(), NodeError> {
         &mut |_| {},
     )?;
     let cond = ptj_cond(&ctx.node, ns, "injected")?;
+    delete_ptj(&ctx.node, ns, "injected")?;
     let msg = b.msg();
     let s = &b.series;
     expect(
@@ -281,6 +310,7 @@ pub fn s9h_pytorch(ctx: &mut Ctx) -> Result<(), NodeError> {
         fields.iter().any(|w| w.contains("PullcheckNotActing"))
     });
     let seen = series.pods_seen();
+    delete_ptj(&ctx.node, ns, "train")?;
     expect(
         "9h-pytorch",
         t_err.is_some() && na.deleted.is_none() && na.n == 1 && series.fin() == Finished::Running,
@@ -349,10 +379,6 @@ pub fn s9h_pytorch(ctx: &mut Ctx) -> Result<(), NodeError> {
         &f,
         &notes,
     );
-    ctx.node.kubectl_ok(
-        &["-n", ns, "delete", "pytorchjob", "train", "--wait=false"],
-        None,
-    )?;
     Ok(())
 }
 
