@@ -4,7 +4,7 @@
 One lane per setting (no pullcheck, the init container, the webhook, the watch), all on the
 same time axis: the CPU and memory the Job's pods hold on the node against seconds since
 `kubectl create`, with the Job's terminal condition (or its absence) marked. The data comes
-from scripts/fail-fast-scenarios.sh; this script needs only Python 3's standard library, and
+from the real-node harness tests/cluster/; this script needs only Python 3's standard library, and
 its output depends on nothing but the CSV, so CI can re-render it and diff.
 
     scripts/chart.py [--data CSV] [--out SVG] [--check]

@@ -5,11 +5,14 @@
 # docs/fail-fast-results.md, docs/fail-fast-data/timeline.csv and the chart; every other
 # scenario's parts are kept from the committed files. Opt-in, as root; not run in CI.
 #
-#   scripts/cluster-scenarios.sh                        # the ported ones: 2 3 5 6a 7 9a 9b 9e 10b 11
-#   FF_SCENARIOS="2 9a" scripts/cluster-scenarios.sh    # a subset
+#   scripts/cluster-scenarios.sh                        # every scenario (about 20 min)
+#   FF_SCENARIOS="2 9a" scripts/cluster-scenarios.sh    # a subset; "9" is 9a … 9h-pytorch
 #   FF_KEEP_CLUSTER=1 scripts/cluster-scenarios.sh      # leave a node it started up
 #
-# Scenarios not ported yet run with scripts/fail-fast-scenarios.sh.
+# Scenario 9d needs a node started with PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1 (set it here
+# and a node this script starts has it); scenarios 8, 9h-pytorch and 10d start the Kubeflow
+# training operator (scripts/cluster/kubeflow.sh; built once by scripts/cluster/node-tools.sh).
+# The windows and the other knobs are the harness's environment (tests/cluster/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "cluster-scenarios: needs root (kubelet, containerd)" >&2; exit 2; }

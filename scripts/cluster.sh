@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes cluster on loopback, for proving pullcheck's fail-fast
-# behaviour (scripts/fail-fast-scenarios.sh, docs/fail-fast-results.md). Opt-in: not run in CI.
+# behaviour (tests/cluster/ via scripts/cluster-scenarios.sh, docs/fail-fast-results.md). Opt-in: not run in CI.
 #
 #   scripts/cluster.sh up       # build (cached) and start everything; prints the env lines
 #   scripts/cluster.sh env      # export lines: KUBECONFIG, PATH, registry addresses

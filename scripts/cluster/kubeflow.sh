@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Kubeflow training-operator v1 on the fail-fast cluster (scenario 8 of
-# scripts/fail-fast-scenarios.sh): scripts/cluster/kubeflow.sh start|stop
+# Kubeflow training-operator v1 on the fail-fast cluster (scenarios 8, 9h-pytorch
+# and 10d of tests/cluster/): scripts/cluster/kubeflow.sh start|stop
 #
 # - the PyTorchJob CRD from ../shared/crds (training-operator v1.9.0's);
 # - training-operator (scripts/cluster/node-tools.sh training-operator, cached) running in

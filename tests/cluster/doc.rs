@@ -311,7 +311,7 @@ const HEAD: &str = "Regenerate with one command (as root; the cluster is built, 
 `scripts/cluster.sh`; Go builds are cached in `~/.cache/pullcheck-tools`):
 
 ```sh
-scripts/fail-fast-scenarios.sh
+PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1 scripts/cluster-scenarios.sh
 ```
 
 ## Summary

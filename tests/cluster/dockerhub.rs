@@ -128,7 +128,7 @@ fn lines(log: &Path) -> usize {
 }
 
 /// The kubelet's first `Failed` Event message for the pods named `PREFIX…` in `ns`.
-fn kubelet_failed_msg(node: &Node, ns: &str, prefix: &str) -> Result<String, NodeError> {
+pub fn kubelet_failed_msg(node: &Node, ns: &str, prefix: &str) -> Result<String, NodeError> {
     let ev = node.kubectl_json(&["-n", ns, "get", "events"])?;
     Ok(ev["items"]
         .as_array()

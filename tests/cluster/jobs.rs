@@ -1,8 +1,10 @@
-//! Scenarios 2, 3 and 5: Jobs with the init container (`pullcheck inject`), a missing tag
-//! and a present one.
+//! Scenarios 2, 3, 5 and 6a/6b: Jobs with the init container (`pullcheck inject`), a
+//! missing tag and a present one.
 
 use crate::node::NodeError;
-use crate::run::{exit_codes, expect, job_cond, job_yaml, row, run_job, save_detail};
+use crate::run::{
+    Plan, exit_codes, expect, job_cond, job_yaml, row, run_job, run_plan, save_detail, window,
+};
 use crate::sample::{Finished, termination_text};
 use crate::scenarios::Ctx;
 use crate::series::{md_escape, t_str};
@@ -236,16 +238,36 @@ pub fn s5(ctx: &mut Ctx) -> Result<(), NodeError> {
 /// Scenario 6a: restartPolicy OnFailure, backoffLimit 0 (inject warns: no podFailurePolicy
 /// is allowed with OnFailure).
 pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
-    let (ns, name) = ("ff-s6a", "onfailure");
-    ctx.node.new_ns(ns, None)?;
+    s6(ctx, "a")
+}
+
+/// Scenario 6`v`: restartPolicy OnFailure, `a` backoffLimit 0 with 1 CPU / 2Gi, or `b`
+/// backoffLimit 6 with 250m / 256Mi sampled every 2 s for up to FF_ONFAILURE_WINDOW (it
+/// runs beside the others: baseline::s6b).
+pub fn s6(ctx: &mut Ctx, v: &str) -> Result<(), NodeError> {
+    let id = format!("6{v}");
+    let ns = format!("ff-s6{v}");
+    let name = "onfailure";
+    let (backoff, cpu, mem, max, every) = if v == "a" {
+        (0, "1", "2Gi", 300.0, 0.5)
+    } else {
+        (
+            6,
+            "250m",
+            "256Mi",
+            window("FF_ONFAILURE_WINDOW", 1080) as f64,
+            2.0,
+        )
+    };
+    ctx.node.new_ns(&ns, None)?;
     let plain = job_yaml(
-        ns,
+        &ns,
         name,
         &ctx.node.missing(),
         "OnFailure",
-        0,
-        "1",
-        "2Gi",
+        backoff,
+        cpu,
+        mem,
         "",
     );
     let injected = ctx.node.inject(&plain, &["--fail-fast"])?;
@@ -257,17 +279,27 @@ pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
         .collect::<Vec<_>>()
         .join("\n");
     let f = injected.stdout;
-    let r = run_job(&ctx.node, ns, name, &f, 300.0)?;
-    let (cond, _) = job_cond(&ctx.node, ns, name)?;
+    let plan = Plan {
+        every,
+        ..Plan::job(&ns, name)
+    };
+    let r = run_plan(&ctx.node, &plan, &f, max, &mut |_| {})?;
+    let (cond, reason) = job_cond(&ctx.node, &ns, name)?;
     let msg = r.msg();
     let s = &r.series;
     let (restarts, _) = s.restarts();
+    // 6a fails once its one restart is spent; 6b once the Job controller counted six
+    let want_reason = if v == "a" {
+        reason.as_str()
+    } else {
+        "BackoffLimitExceeded"
+    };
     expect(
-        "6a",
-        s.fin() == Finished::Failed && exit_codes(&r.terms) == [11],
+        &id,
+        s.fin() == Finished::Failed && exit_codes(&r.terms) == [11] && reason == want_reason,
         || {
             format!(
-                "want Failed with exit 11, got {:?} {:?}",
+                "want Failed ({want_reason}) with exit 11, got {:?} {reason:?} {:?}",
                 s.fin(),
                 exit_codes(&r.terms)
             )
@@ -286,11 +318,18 @@ pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
         .t_free()
         .map(|t| format!(" (requests released at {t:.1} s)"))
         .unwrap_or_default();
+    let size = if v == "a" {
+        "1 CPU / 2Gi"
+    } else {
+        "250m / 256Mi"
+    };
     row(
         &mut ctx.out,
-        "6a",
+        &id,
         [
-            "`inject --fail-fast` (warns, no podFailurePolicy); **restartPolicy OnFailure**, backoffLimit 0; 1 CPU / 2Gi; tag does not exist",
+            &format!(
+                "`inject --fail-fast` (warns, no podFailurePolicy); **restartPolicy OnFailure**, backoffLimit {backoff}; {size}; tag does not exist"
+            ),
             &outcome,
             &format!("{} s{released}", t_str(s.t_fin())),
             &md_escape(&s.timeline()),
@@ -299,9 +338,13 @@ pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
             &s.last_alloc(),
         ],
     );
-    ctx.out.summaries.insert("6a".into(), format!(
-        "- **restartPolicy OnFailure, backoffLimit 0** (6a): Failed at **{} s** after {restarts} restarts of the failing init container (CrashLoopBackOff), the pod Pending and holding its requests all along.",
-        t_str(s.t_fin())));
+    let when = if s.fin() == Finished::Running {
+        "still active at the end of the window".to_string()
+    } else {
+        format!("Failed at **{} s**", t_str(s.t_fin()))
+    };
+    ctx.out.summaries.insert(id.clone(), format!(
+        "- **restartPolicy OnFailure, backoffLimit {backoff}** ({id}): {when} after {restarts} restarts of the failing init container (CrashLoopBackOff), the pod Pending and holding its requests all along."));
     let cond_s = if cond.is_empty() {
         "none".to_string()
     } else {
@@ -313,82 +356,8 @@ pub fn s6a(ctx: &mut Ctx) -> Result<(), NodeError> {
     );
     save_detail(
         ctx,
-        "6a",
-        "Scenario 6a: restartPolicy OnFailure, backoffLimit 0",
-        &r,
-        &f,
-        &notes,
-    );
-    Ok(())
-}
-
-/// Scenario 10b: `--transient restart` (KEP-5307 container restart rules), missing tag,
-/// restartPolicy Never.
-pub fn s10b(ctx: &mut Ctx) -> Result<(), NodeError> {
-    let (ns, name) = ("ff-s10b", "missing");
-    ctx.node.new_ns(ns, None)?;
-    let plain = job_yaml(
-        ns,
-        name,
-        &ctx.node.missing(),
-        "Never",
-        6,
-        "1",
-        "2Gi",
-        "  activeDeadlineSeconds: 1200",
-    );
-    let args = [
-        "--fail-fast",
-        "--transient",
-        "restart",
-        "--kubernetes-version",
-        "1.35",
-    ];
-    let f = ctx.node.inject(&plain, &args)?.stdout;
-    let r = run_job(&ctx.node, ns, name, &f, 180.0)?;
-    let (cond, reason) = job_cond(&ctx.node, ns, name)?;
-    let msg = r.msg();
-    let s = &r.series;
-    let (pods, (_, init_r), held) = (s.pods_seen(), s.restarts(), s.held_s());
-    expect(
-        "10b",
-        s.fin() == Finished::Failed
-            && reason == "PodFailurePolicy"
-            && pods == 1
-            && exit_codes(&r.terms) == [11],
-        || {
-            format!(
-                "want Failed by PodFailurePolicy on exit 11 after 1 pod, got {:?} {reason:?} {:?} after {pods}",
-                s.fin(),
-                exit_codes(&r.terms)
-            )
-        },
-    )?;
-    row(
-        &mut ctx.out,
-        "10b",
-        [
-            "`inject --fail-fast --transient restart`; **restartPolicy Never**, backoffLimit 6, activeDeadlineSeconds 1200; 1 / 2Gi; tag does not exist",
-            &format!(
-                "**{}**: {}; pods: {pods}; init restarts: {init_r}",
-                s.fin().as_str(),
-                md_escape(&cond)
-            ),
-            &format!("**{} s**; requests held {held} s in all", t_str(s.t_fin())),
-            &md_escape(&s.timeline()),
-            &md_escape(&msg),
-            &s.alloc_str(),
-            &s.last_alloc(),
-        ],
-    );
-    ctx.out.summaries.insert("10b".into(), format!(
-        "- **Missing tag, `--transient restart`, restartPolicy Never** (10b): {} at **{} s** after {pods} pod(s), {init_r} init restarts, the node held {held} s in all.",
-        s.fin().as_str(), t_str(s.t_fin())));
-    let notes = format!("Job condition: `{cond}`. Termination message: `{msg}`.");
-    save_detail(
-        ctx,
-        "10b",
-        "Scenario 10b: --transient restart, missing tag, Never",
+        &id,
+        &format!("Scenario {id}: restartPolicy OnFailure, backoffLimit {backoff}"),
         &r,
         &f,
         &notes,

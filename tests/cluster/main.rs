@@ -2,33 +2,40 @@
 //! table of scenarios (`scenarios::TABLE`), a sampler of the node (`sample`, `series`) and
 //! the writer of docs/fail-fast-results.md and docs/fail-fast-data/timeline.csv (`doc`).
 //!
-//! PARTIAL: the table lists every scenario of scripts/fail-fast-scenarios.sh, and runs
-//! 2, 3, 5, 6a, 7, 9a, 9b, 9e, 10b and 11; the others stay with the shell script until their runners land.
+//! It replaced the shell harness: every scenario of the table has a runner.
 //!
-//! Opt-in, by hand, as root, with the node up (`scripts/cluster.sh up`) and the static
-//! binary built (`scripts/build-static.sh`):
+//! Opt-in, by hand, as root, with the node up (`scripts/cluster.sh up`; scenario 9d needs
+//! it started with `PULLCHECK_CLUSTER_CREDENTIAL_PROVIDER=1`) and the static binary built
+//! (`scripts/build-static.sh`); scripts/cluster-scenarios.sh does both and runs:
 //!
 //! ```sh
-//! FF_SCENARIOS="2 3 5 6a 7 9a 9b 9e 10b 11" cargo test --test cluster -- --ignored --nocapture real_node
+//! FF_SCENARIOS="1 2 9a" cargo test --test cluster -- --ignored --nocapture real_node
 //! ```
 //!
 //! A run rewrites the parts of the scenarios it ran and keeps every other scenario's parts
 //! from the committed document and chart data (what the shell harness's `FF_MERGE` did),
 //! and says so in the doc's "Generated" line. CI compiles this target and runs its pure
 //! tests (the sampler, the renderings, the table); `real_node` is `#[ignore]`d.
-//! Env: FF_SCENARIOS, FF_WORK (scratch, default /tmp/pullcheck-ff-rs), FF_OUT, FF_DATA,
-//! FF_CHART (defaults: the committed paths).
+//! Env: FF_SCENARIOS (ids, or a number alone for all its letters: `9`; default: all), FF_WORK (scratch, default /tmp/pullcheck-ff-rs),
+//! FF_OUT, FF_DATA, FF_CHART (defaults: the committed paths); the windows FF_BASELINE_WINDOW
+//! (1, 8a; 120 s), FF_ONFAILURE_WINDOW (6b, 9c, 9i, 10c; 1080 s), FF_PTJ_WINDOW (10d; the
+//! FF_ONFAILURE_WINDOW), FF_OUTAGE (9f, 10a; 30 s), FF_NOT_ACTING_WINDOW (9h, 9h-pytorch; 30 s).
 
 mod admission;
+mod baseline;
 mod doc;
 mod dockerhub;
 mod jobs;
+mod kubeflow;
 mod node;
+mod restart;
 mod run;
 mod sample;
 mod scenarios;
 mod series;
 mod watch;
+mod watch_more;
+mod watch_retry;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -36,28 +43,37 @@ use std::time::Instant;
 use node::{Node, NodeError, run};
 use scenarios::{Ctx, Needs, TABLE};
 
-/// The scenarios FF_SCENARIOS names, in table order; an unknown or unported id is an error
-/// naming what to do.
+/// Whether the FF_SCENARIOS word `word` names `id`: the id itself, or its number alone
+/// (`9` names 9a … 9h-pytorch, `10` names 10a … 10d).
+fn names(word: &str, id: &str) -> bool {
+    word == id
+        || (word.bytes().all(|b| b.is_ascii_digit())
+            && id.starts_with(word)
+            && id[word.len()..].starts_with(|c: char| c.is_ascii_lowercase()))
+}
+
+/// The scenarios FF_SCENARIOS names, in table order; an unknown id is an error naming the
+/// known ones.
 fn selected(list: &str) -> Result<Vec<&'static scenarios::Scenario>, NodeError> {
     let ids: Vec<&str> = list.split_whitespace().collect();
     for id in &ids {
-        match TABLE.iter().find(|s| s.id == *id) {
-            None => {
-                let known: Vec<&str> = TABLE.iter().map(|s| s.id).collect();
-                return Err(NodeError::Setup(format!(
-                    "FF_SCENARIOS: unknown scenario {id:?} (known: {})",
-                    known.join(" ")
-                )));
-            }
-            Some(s) if s.runner.is_none() => {
-                return Err(NodeError::Setup(format!(
-                    "scenario {id} is not ported to the Rust harness yet: run it with FF_SCENARIOS={id} scripts/fail-fast-scenarios.sh"
-                )));
-            }
-            Some(_) => {}
+        if !TABLE.iter().any(|s| names(id, s.id)) {
+            let known: Vec<&str> = TABLE.iter().map(|s| s.id).collect();
+            return Err(NodeError::Setup(format!(
+                "FF_SCENARIOS: unknown scenario {id:?} (known: {})",
+                known.join(" ")
+            )));
         }
     }
-    Ok(TABLE.iter().filter(|s| ids.contains(&s.id)).collect())
+    Ok(TABLE
+        .iter()
+        .filter(|s| ids.iter().any(|w| names(w, s.id)))
+        .collect())
+}
+
+/// Every scenario of the table, space-separated (FF_SCENARIOS's default).
+fn all_ids() -> String {
+    TABLE.iter().map(|s| s.id).collect::<Vec<_>>().join(" ")
 }
 
 /// First line of `prog args` (empty when it can't run).
@@ -169,7 +185,7 @@ fn today() -> String {
 fn real_node_run() -> Result<(), NodeError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-    let list = var("FF_SCENARIOS", "2 3 5 6a 7 9a 9b 9e 10b 11");
+    let list = var("FF_SCENARIOS", &all_ids());
     let chosen = selected(&list)?;
     let out_path = PathBuf::from(var(
         "FF_OUT",
@@ -196,21 +212,28 @@ fn real_node_run() -> Result<(), NodeError> {
     let committed = doc::Results::parse(&read(&out_path)?, &read(&data_path)?)
         .map_err(|e| NodeError::Setup(e.to_string()))?;
     let node = Node::connect(&root, &work)?;
-    let mut ctx = Ctx {
-        out: doc::Results::default(),
-        node,
-        watch: None,
-    };
+    let mut ctx = Ctx::new(node);
     let started = Instant::now();
     if chosen.iter().any(|s| s.needs == Needs::Watch) {
         watch::watch_start(&mut ctx)?;
     }
+    // A scenario that fails does not stop the others (the background ones run for
+    // minutes): its parts stay the committed ones, and the test fails at the end naming it.
+    let mut failed: Vec<(&str, NodeError)> = Vec::new();
     for s in &chosen {
         eprintln!("[fail-fast] scenario {}", s.id);
-        let runner = s.runner.expect("selected() keeps ported scenarios only");
-        runner(&mut ctx)?;
+        if let Err(e) = (s.runner)(&mut ctx) {
+            eprintln!("[fail-fast] scenario {} FAILED: {e}", s.id);
+            failed.push((s.id, e));
+        }
     }
+    failed.extend(ctx.join_background());
+    ctx.kubeflow = None;
     ctx.watch = None;
+    let chosen: Vec<&scenarios::Scenario> = chosen
+        .into_iter()
+        .filter(|s| !failed.iter().any(|(id, _)| id == &s.id))
+        .collect();
     let total = started.elapsed().as_secs_f64();
     let ids: Vec<&str> = chosen.iter().map(|s| s.id).collect();
     let parts: Vec<&str> = chosen
@@ -227,16 +250,26 @@ fn real_node_run() -> Result<(), NodeError> {
         .trim_end_matches("; do not edit by hand.")
         .replace("; the setup below is this run's", "");
     let date = today();
-    merged.generated = format!(
-        "Generated by the Rust harness `tests/cluster/` (`FF_SCENARIOS=\"{}\" cargo test --test cluster -- --ignored real_node`) on {date} (total run {total:.1} s, scenarios {} only; every other row, summary line, detail and timeline is kept from the committed document, which was generated by {earlier}; the setup below is this run's); do not edit by hand.",
-        ids.join(" "),
-        ids.join(" "),
-    );
+    merged.generated = if chosen.len() == TABLE.len() {
+        format!(
+            "Generated by the Rust harness `tests/cluster/` (`cargo test --test cluster -- --ignored real_node`, every scenario) on {date} (total run {total:.1} s); do not edit by hand."
+        )
+    } else {
+        format!(
+            "Generated by the Rust harness `tests/cluster/` (`FF_SCENARIOS=\"{}\" cargo test --test cluster -- --ignored real_node`) on {date} (total run {total:.1} s, scenarios {} only; every other row, summary line, detail and timeline is kept from the committed document, which was generated by {earlier}; the setup below is this run's); do not edit by hand.",
+            ids.join(" "),
+            ids.join(" "),
+        )
+    };
     merged.setup = setup(&ctx.node)?;
-    merged.csv_source = format!(
-        "recorded by tests/cluster/ (scenarios {}) and scripts/fail-fast-scenarios.sh (the others) on {date} (the runs behind docs/fail-fast-results.md).",
-        ids.join(" ")
-    );
+    merged.csv_source = if chosen.len() == TABLE.len() {
+        format!("recorded by tests/cluster/ on {date} (the run behind docs/fail-fast-results.md).")
+    } else {
+        format!(
+            "recorded by tests/cluster/ on {date} (scenarios {}; the others kept from the committed file) (the runs behind docs/fail-fast-results.md).",
+            ids.join(" ")
+        )
+    };
     let write = |p: &Path, text: &str| {
         std::fs::write(p, text).map_err(|e| NodeError::Setup(format!("{}: {e}", p.display())))
     };
@@ -257,11 +290,21 @@ fn real_node_run() -> Result<(), NodeError> {
         60,
     )?;
     eprintln!(
-        "[fail-fast] wrote {} and {} ({total:.1} s)",
+        "[fail-fast] wrote {} and {} ({total:.1} s; scenarios {})",
         out_path.display(),
-        data
+        data,
+        ids.join(" ")
     );
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        let all: Vec<String> = failed.iter().map(|(_, e)| e.to_string()).collect();
+        Err(NodeError::Setup(format!(
+            "{} scenario(s) failed (their parts were kept from the committed files): {}",
+            failed.len(),
+            all.join("; ")
+        )))
+    }
 }
 
 #[test]
@@ -274,15 +317,15 @@ fn real_node() {
 
 #[test]
 fn scenario_selection() {
-    let ids: Vec<&str> = selected("9b 2").unwrap().iter().map(|s| s.id).collect();
-    assert_eq!(ids, ["2", "9b"]);
-    let err = selected("6b").err().map(|e| e.to_string());
-    assert_eq!(
-        err.as_deref(),
-        Some(
-            "scenario 6b is not ported to the Rust harness yet: run it with FF_SCENARIOS=6b scripts/fail-fast-scenarios.sh"
-        )
-    );
+    let ids: Vec<&str> = selected("9b 2 6b").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(ids, ["6b", "2", "9b"]);
+    assert_eq!(selected(&all_ids()).unwrap().len(), TABLE.len());
+    let tens: Vec<&str> = selected("10").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(tens, ["10a", "10c", "10d", "10b"]);
+    let ones: Vec<&str> = selected("1").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(ones, ["1"]);
+    let sixes: Vec<&str> = selected("6").unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(sixes, ["6b", "6a"]);
     assert!(
         selected("12")
             .err()

@@ -88,6 +88,20 @@ pub fn follow(
     max_s: f64,
     every: f64,
 ) -> Series {
+    follow_hooked(node, target, resource, t0, max_s, every, &mut |_| {})
+}
+
+/// [`follow`], calling `on_sample` with every sample as it is taken (scenario 4 restarts
+/// the registry once two pods failed).
+pub fn follow_hooked(
+    node: &Node,
+    target: &Target,
+    resource: &str,
+    t0: Instant,
+    max_s: f64,
+    every: f64,
+    on_sample: &mut dyn FnMut(&crate::sample::Sample),
+) -> Series {
     let node_name = node.var("PULLCHECK_NODE").to_string();
     let mut series = Series::default();
     let mut extra = 0;
@@ -96,6 +110,7 @@ pub fn follow(
         let t = t0.elapsed().as_secs_f64();
         if let Ok(list) = node.kubectl_json(&["get", &what, "-A"]) {
             let s = sample(&list, target, &node_name, t);
+            on_sample(&s);
             let done = s.finished != Finished::Running && s.ns_cpu_m == 0.0;
             series.0.push(s);
             if done {
@@ -113,21 +128,57 @@ pub fn follow(
     series
 }
 
-/// Create `manifest` and follow the Job `ns/name` for at most `max_s`.
-pub fn run_job(
+/// How a run creates and samples its object (beyond the Job defaults of [`run_job`]).
+pub struct Plan<'a> {
+    /// The object followed.
+    pub target: Target,
+    /// The resource listed beside the pods (`jobs`, `pytorchjobs`).
+    pub resource: &'a str,
+    /// Seconds between samples.
+    pub every: f64,
+    /// Extra `kubectl create` flags (`--validate=false`).
+    pub create_args: &'a [&'a str],
+}
+
+impl Plan<'_> {
+    /// A batch/v1 Job sampled every 0.5 s.
+    pub fn job(ns: &str, name: &str) -> Plan<'static> {
+        Plan {
+            target: Target::job(ns, name),
+            resource: "jobs",
+            every: 0.5,
+            create_args: &[],
+        }
+    }
+}
+
+/// Create `manifest` and follow `plan`'s object for at most `max_s`, calling `on_sample`
+/// with each sample.
+pub fn run_plan(
     node: &Node,
-    ns: &str,
-    name: &str,
+    plan: &Plan,
     manifest: &str,
     max_s: f64,
+    on_sample: &mut dyn FnMut(&crate::sample::Sample),
 ) -> Result<Followed, NodeError> {
-    let target = Target::job(ns, name);
+    let target = &plan.target;
     let t0 = SystemTime::now();
     let start = Instant::now();
-    node.kubectl_ok(&["create", "-f", "-"], Some(manifest))?;
-    let series = follow(node, &target, "jobs", start, max_s, 0.5);
-    let list = node.kubectl_json(&["get", "pods", "-n", ns])?;
-    let mut terms = pullcheck_terminations(&list, &target);
+    let mut args = vec!["create"];
+    args.extend(plan.create_args);
+    args.extend(["-f", "-"]);
+    node.kubectl_ok(&args, Some(manifest))?;
+    let series = follow_hooked(
+        node,
+        target,
+        plan.resource,
+        start,
+        max_s,
+        plan.every,
+        on_sample,
+    );
+    let list = node.kubectl_json(&["get", "pods", "-n", &target.ns])?;
+    let mut terms = pullcheck_terminations(&list, target);
     let pods_gone = terms.is_empty() && !series.last_terms().is_empty();
     if pods_gone {
         terms = series.last_terms();
@@ -140,14 +191,37 @@ pub fn run_job(
     })
 }
 
+/// Create `manifest` and follow the Job `ns/name` for at most `max_s`.
+pub fn run_job(
+    node: &Node,
+    ns: &str,
+    name: &str,
+    manifest: &str,
+    max_s: f64,
+) -> Result<Followed, NodeError> {
+    run_plan(node, &Plan::job(ns, name), manifest, max_s, &mut |_| {})
+}
+
 /// The True Failed/Complete conditions: (`Type reason: message`, reason of the first).
 pub fn job_cond(node: &Node, ns: &str, name: &str) -> Result<(String, String), NodeError> {
-    let j = node.kubectl_json(&["-n", ns, "get", "job", name])?;
+    cond_of(node, "job", "Complete", ns, name)
+}
+
+/// The True `Failed`/`success` conditions of the `kind` object `ns/name` (a PyTorchJob
+/// succeeds with `Succeeded`): (`Type reason: message`, reason of the first).
+pub fn cond_of(
+    node: &Node,
+    kind: &str,
+    success: &str,
+    ns: &str,
+    name: &str,
+) -> Result<(String, String), NodeError> {
+    let j = node.kubectl_json(&["-n", ns, "get", kind, name])?;
     let conds: Vec<&Value> = j["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|c| c["status"] == "True" && (c["type"] == "Failed" || c["type"] == "Complete"))
+        .filter(|c| c["status"] == "True" && (c["type"] == "Failed" || c["type"] == success))
         .collect();
     let text = conds
         .iter()
@@ -320,4 +394,94 @@ pub fn make_tls(node: &Node, dir: &Path) -> Result<(), NodeError> {
     let lib = node.root.join("scripts/lib.sh");
     let script = format!(". '{}'; make_tls '{}'", lib.display(), dir.display());
     run_ok(Path::new("/bin/bash"), &["-c", &script], None, 60).map(|_| ())
+}
+
+/// `scripts/cluster.sh ARGS` (registry-stop, registry-start).
+pub fn cluster_sh(node: &Node, args: &[&str]) -> Result<(), NodeError> {
+    run_ok(&node.root.join("scripts/cluster.sh"), args, None, 120).map(|_| ())
+}
+
+/// The workload registry stopped; started again when dropped (a failed scenario must not
+/// leave it down for the next).
+pub struct RegistryDown(Option<Node>);
+
+impl RegistryDown {
+    /// Stop the workload registry.
+    pub fn stop(node: &Node) -> Result<RegistryDown, NodeError> {
+        cluster_sh(node, &["registry-stop"])?;
+        Ok(RegistryDown(Some(node.clone())))
+    }
+
+    /// Start it again after `secs` seconds, from a thread (the scenario samples meanwhile).
+    pub fn start_after(self, secs: u64) -> std::thread::JoinHandle<Result<(), NodeError>> {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            self.start()
+        })
+    }
+
+    /// Start it now.
+    pub fn start(mut self) -> Result<(), NodeError> {
+        match self.0.take() {
+            Some(node) => cluster_sh(&node, &["registry-start"]),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RegistryDown {
+    fn drop(&mut self) {
+        if let Some(node) = self.0.take() {
+            let _ = cluster_sh(&node, &["registry-start"]);
+        }
+    }
+}
+
+/// The highest `.status.failed` of the Job (`0` when unset).
+pub fn job_failed(node: &Node, ns: &str, name: &str) -> Result<u64, NodeError> {
+    let j = node.kubectl_json(&["-n", ns, "get", "job", name])?;
+    Ok(j["status"]["failed"].as_u64().unwrap_or(0))
+}
+
+/// A summary line (`- TEXT`).
+pub fn summary(out: &mut Results, id: &str, text: String) {
+    out.summaries.insert(id.to_string(), format!("- {text}"));
+}
+
+/// `inject --fail-fast --transient restart --kubernetes-version 1.35` (scenarios 10).
+pub const RESTART_ARGS: &[&str] = &[
+    "--fail-fast",
+    "--transient",
+    "restart",
+    "--kubernetes-version",
+    "1.35",
+];
+
+/// A window in whole seconds from the environment (`FF_BASELINE_WINDOW`, …), or `default`.
+pub fn window(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The pods of `ns` labelled `selector`, counted by phase: `2 Failed, 1 Succeeded` (phases
+/// in name order).
+pub fn phases(node: &Node, ns: &str, selector: &str) -> Result<String, NodeError> {
+    let pods = node.kubectl_json(&["-n", ns, "get", "pods", "-l", selector])?;
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in pods["items"].as_array().into_iter().flatten() {
+        *by.entry(p["status"]["phase"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
+    Ok(by
+        .iter()
+        .map(|(phase, n)| format!("{n} {phase}"))
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
+/// Seconds from `t0` to now, one decimal (the shell harness's `rel`).
+pub fn since(t0: Instant) -> String {
+    format!("{:.1}", t0.elapsed().as_secs_f64())
 }

@@ -1,5 +1,6 @@
-//! Scenarios 9a and 9b: `pullcheck watch` as a host process acting on the kubelet's
-//! ErrImagePull of plain Jobs.
+//! Scenarios 9a, 9b and 9e: `pullcheck watch` as a host process acting on the kubelet's
+//! ErrImagePull of plain Jobs, and doing nothing for a present image; the watch's start and
+//! what the other scenarios 9 read of it (its log, its Events).
 
 use std::io::BufRead as _;
 use std::path::Path;
@@ -7,7 +8,8 @@ use std::time::SystemTime;
 
 use crate::node::{Node, NodeError, run_ok};
 use crate::run::{
-    Followed, expect, free_port, job_cond, job_yaml, row, run_job, save_detail, spawn, wait_ready,
+    Followed, Plan, expect, free_port, job_cond, job_yaml, row, run_job, run_plan, save_detail,
+    spawn, wait_ready,
 };
 use crate::sample::Finished;
 use crate::scenarios::Ctx;
@@ -40,7 +42,7 @@ subjects: [{kind: ServiceAccount, name: pullcheck-watch, namespace: pullcheck-wa
 ";
 
 /// The label of the namespaces the watch acts in.
-const WATCH_LABEL_KV: &str = "pullcheck.io/watch=on";
+pub const WATCH_LABEL_KV: &str = "pullcheck.io/watch=on";
 
 /// Start `pullcheck watch` as a host process with the watch ServiceAccount's token.
 pub fn watch_start(ctx: &mut Ctx) -> Result<(), NodeError> {
@@ -94,12 +96,23 @@ pub fn watch_start(ctx: &mut Ctx) -> Result<(), NodeError> {
 /// Seconds from `t0` to the watch's first log line about a pod of `ns` with the field
 /// `deleted=true` (the line's first token is its RFC 3339 time). The API keeps a pod's
 /// deletionTimestamp in whole seconds only; the watch's own line has the sub-second time.
-fn watch_deleted_t(node: &Node, ns: &str, t0: SystemTime) -> Option<f64> {
+pub fn watch_deleted_t(node: &Node, ns: &str, t0: SystemTime) -> Option<f64> {
+    watch_log_t(node, ns, t0, |fields| fields.contains(&"deleted=true"))
+}
+
+/// Seconds from `t0` to the watch's first log line about a pod of `ns` whose fields
+/// satisfy `pred`.
+pub fn watch_log_t(
+    node: &Node,
+    ns: &str,
+    t0: SystemTime,
+    pred: impl Fn(&[&str]) -> bool,
+) -> Option<f64> {
     let f = std::fs::File::open(node.work.join("watch.log")).ok()?;
     let pod = format!("pod={ns}/");
     for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.iter().any(|w| w.starts_with(&pod)) && fields.contains(&"deleted=true") {
+        if fields.iter().any(|w| w.starts_with(&pod)) && pred(&fields) {
             let out = run_ok(
                 Path::new("/bin/date"),
                 &["-d", fields.first()?, "+%s.%N"],
@@ -118,8 +131,38 @@ fn watch_deleted_t(node: &Node, ns: &str, t0: SystemTime) -> Option<f64> {
     None
 }
 
+/// How many of the pods the samples saw the watch deleted (its log line about the pod
+/// has `deleted=true`; a pod of an earlier run's Job of the same name does not count).
+pub fn deleted_seen(node: &Node, ns: &str, series: &crate::series::Series) -> usize {
+    let log = std::fs::read_to_string(node.work.join("watch.log")).unwrap_or_default();
+    let mut names: Vec<&String> = series.0.iter().flat_map(|s| &s.pod_names).collect();
+    names.sort();
+    names.dedup();
+    names
+        .iter()
+        .filter(|n| {
+            let pod = format!("pod={ns}/{n}");
+            log.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.contains(&pod.as_str()) && f.contains(&"deleted=true")
+            })
+        })
+        .count()
+}
+
+/// How many of the watch's Events in `ns` have `reason`.
+pub fn n_events(node: &Node, ns: &str, reason: &str) -> Result<usize, NodeError> {
+    let ev = node.kubectl_json(&["-n", ns, "get", "events"])?;
+    Ok(ev["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["source"]["component"] == "pullcheck-watch" && e["reason"] == reason)
+        .count())
+}
+
 /// The watch's Events in `ns`: `Reason on Kind: message`, unique, ` / `-joined.
-fn watch_events(node: &Node, ns: &str) -> Result<String, NodeError> {
+pub fn watch_events(node: &Node, ns: &str) -> Result<String, NodeError> {
     let ev = node.kubectl_json(&["-n", ns, "get", "events"])?;
     let mut v: Vec<String> = ev["items"]
         .as_array()
@@ -141,25 +184,32 @@ fn watch_events(node: &Node, ns: &str) -> Result<String, NodeError> {
 }
 
 /// A run under the watch and what the doc says of it.
-struct Watched {
-    f: Followed,
-    cond: String,
-    reason: String,
-    events: String,
-    t_err: Option<f64>,
-    t_del: Option<f64>,
+pub struct Watched {
+    /// The run.
+    pub f: Followed,
+    /// The Job's terminal condition (`Type reason: message`).
+    pub cond: String,
+    /// Its reason.
+    pub reason: String,
+    /// The watch's Events in the namespace.
+    pub events: String,
+    /// The first pull failure: the first sample showing it, or the delete if earlier.
+    pub t_err: Option<f64>,
+    /// When the watch deleted the pod (its log).
+    pub t_del: Option<f64>,
 }
 
 impl Watched {
     /// Seconds from the first pull failure to the terminal condition.
-    fn err_to_fin(&self) -> String {
+    pub fn err_to_fin(&self) -> String {
         match (self.t_err, self.f.series.t_fin()) {
             (Some(a), Some(b)) => format!("{:.1}", b - a),
             _ => "-".into(),
         }
     }
 
-    fn times_str(&self) -> String {
+    /// The doc's time cell: after create, after the first ErrImagePull, delete, release.
+    pub fn times_str(&self) -> String {
         let s = &self.f.series;
         format!(
             "**{} s** after create, **{} s** after the first ErrImagePull (at ≤ {} s); the watch deleted the pod at {} s; requests released at {} s",
@@ -172,25 +222,38 @@ impl Watched {
     }
 }
 
-fn run_watched(
-    node: &Node,
-    ns: &str,
-    name: &str,
-    manifest: &str,
-    max_s: f64,
-) -> Result<Watched, NodeError> {
-    let f = run_job(node, ns, name, manifest, max_s)?;
-    let t_del = watch_deleted_t(node, ns, f.t0);
-    // The watch deletes within milliseconds of the kubelet's report, often before a 0.5 s
-    // sample shows the ErrImagePull: the delete is then the best bound on the first failure.
-    let pulled = f.series.first_t(|s| {
+/// The first sample showing a pull failure (ErrImagePull, ImagePullBackOff,
+/// InvalidImageName) of any of the pods.
+pub fn first_pull_failure(series: &crate::series::Series) -> Option<f64> {
+    series.first_t(|s| {
         s.waiting.iter().any(|r| {
             matches!(
                 r.as_str(),
                 "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName"
             )
         })
-    });
+    })
+}
+
+/// Create `manifest` and follow the Job `ns/name` (sampled every `every` s, at most
+/// `max_s`), then read what the watch did.
+pub fn run_watched(
+    node: &Node,
+    ns: &str,
+    name: &str,
+    manifest: &str,
+    max_s: f64,
+    every: f64,
+) -> Result<Watched, NodeError> {
+    let plan = Plan {
+        every,
+        ..Plan::job(ns, name)
+    };
+    let f = run_plan(node, &plan, manifest, max_s, &mut |_| {})?;
+    let t_del = watch_deleted_t(node, ns, f.t0);
+    // The watch deletes within milliseconds of the kubelet's report, often before a 0.5 s
+    // sample shows the ErrImagePull: the delete is then the best bound on the first failure.
+    let pulled = first_pull_failure(&f.series);
     let t_err = match (pulled, t_del) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -212,16 +275,23 @@ pub fn s9a(ctx: &mut Ctx) -> Result<(), NodeError> {
     let (ns, name) = ("ff-s9a", "plain");
     ctx.node.new_ns(ns, Some(WATCH_LABEL_KV))?;
     let f = job_yaml(ns, name, &ctx.node.missing(), "Never", 0, "1", "2Gi", "");
-    let w = run_watched(&ctx.node, ns, name, &f, 120.0)?;
+    let w = run_watched(&ctx.node, ns, name, &f, 120.0, 0.5)?;
     let s = &w.f.series;
     expect(
         "9a",
-        s.fin() == Finished::Failed && w.t_del.is_some(),
+        s.fin() == Finished::Failed
+            && w.reason == "BackoffLimitExceeded"
+            && s.pods_seen() == 1
+            && w.t_del.is_some()
+            && s.t_free().is_some(),
         || {
             format!(
-                "want Failed after the watch deleted the pod, got {:?}, deleted at {:?}",
+                "want Failed (BackoffLimitExceeded) on its one pod after the watch deleted it, requests released; got {:?} {:?} after {} pods, deleted at {:?}, released at {:?}",
                 s.fin(),
-                w.t_del
+                w.reason,
+                s.pods_seen(),
+                w.t_del,
+                s.t_free()
             )
         },
     )?;
@@ -262,7 +332,7 @@ pub fn s9a(ctx: &mut Ctx) -> Result<(), NodeError> {
 }
 
 /// The onPodConditions FailJob rule `inject --fail-fast` writes, as compact JSON.
-fn watch_rule(node: &Node) -> Result<String, NodeError> {
+pub fn watch_rule(node: &Node) -> Result<String, NodeError> {
     let plain = job_yaml("x", "x", &node.missing(), "Never", 6, "1", "2Gi", "");
     let injected = node.inject(&plain, &["--fail-fast"])?.stdout;
     let docs = pullcheck::k8s::yaml::parse_documents(&injected)
@@ -299,17 +369,23 @@ pub fn s9b(ctx: &mut Ctx) -> Result<(), NodeError> {
         "2Gi",
         &extra,
     );
-    let w = run_watched(&ctx.node, ns, name, &f, 120.0)?;
+    let w = run_watched(&ctx.node, ns, name, &f, 120.0, 0.5)?;
     let s = &w.f.series;
     let pods = s.pods_seen();
     expect(
         "9b",
-        s.fin() == Finished::Failed && w.reason == "PodFailurePolicy" && pods == 1,
+        s.fin() == Finished::Failed
+            && w.reason == "PodFailurePolicy"
+            && pods == 1
+            // the watch's condition matched the rule inject --fail-fast writes
+            && w
+                .cond
+                .contains("pullcheck.io/ImagePullFailed matching FailJob rule at index 0"),
         || {
             format!(
-                "want Failed by PodFailurePolicy on 1 pod, got {:?} {:?} after {pods}",
+                "want Failed by PodFailurePolicy (the watch's condition matching the rule at index 0) on 1 pod, got {:?} {:?} after {pods}",
                 s.fin(),
-                w.reason
+                w.cond
             )
         },
     )?;
