@@ -140,7 +140,7 @@ pub enum RefusedSecrets {
     /// pull it with the secret we could not read.
     Unproven,
     /// The image is checked with the credentials that could be read, and the check is
-    /// marked as such ([`crate::webhook::review::SecretAccess::Refused`]): `pullcheck
-    /// audit`, run under a user's RBAC that may not read Secrets.
+    /// marked as such (its `SecretAccess` is `Refused`): `pullcheck audit`, run under a
+    /// user's RBAC that may not read Secrets.
     CheckWithout,
 }

@@ -353,7 +353,9 @@ fn every_rule_decides_somewhere() {
     }
     for r in RULES {
         assert!(
-            messages.iter().any(|m| from_message(m).1 == Matched::Phrase(r.phrase)),
+            messages
+                .iter()
+                .any(|m| from_message(m).1 == Matched::Phrase(r.phrase)),
             "rule {:?} is never the first match",
             r.phrase
         );

@@ -17,12 +17,12 @@ use crate::platform::Platform;
 use crate::reference::Reference;
 use crate::verdict::Verdict;
 use crate::webhook::cache::VerdictKey;
+use crate::webhook::cluster::ProblemCause;
 use crate::webhook::cluster::TemplateCredentials;
+use crate::webhook::config::RefusedSecrets;
 use crate::webhook::engines::platforms_key;
 use crate::webhook::metrics::Cache;
 use crate::webhook::platforms::template_platforms;
-use crate::webhook::cluster::ProblemCause;
-use crate::webhook::config::RefusedSecrets;
 use crate::webhook::review::{Checked, ImageCheck, SecretAccess, Unchecked};
 
 /// One image the kubelet would pull, waiting for a verdict; `template` indexes the pod
@@ -217,16 +217,11 @@ async fn resolve_templates(
 
 /// The problem lines that leave a template's failing images unproven: every one, or with
 /// [`RefusedSecrets::CheckWithout`] all but the refused reads (checked without them).
-fn unusable(
-    creds: &TemplateCredentials,
-    refused: RefusedSecrets,
-) -> impl Iterator<Item = &String> {
+fn unusable(creds: &TemplateCredentials, refused: RefusedSecrets) -> impl Iterator<Item = &String> {
     creds
         .problems
         .iter()
-        .filter(move |p| {
-            refused == RefusedSecrets::Unproven || p.cause != ProblemCause::Refused
-        })
+        .filter(move |p| refused == RefusedSecrets::Unproven || p.cause != ProblemCause::Refused)
         .map(|p| &p.line)
 }
 
