@@ -216,7 +216,13 @@ fn skipped() -> Value {
 /// The workloads, `debug` (the private image) as `private` says.
 fn workloads(i: &Images, private: Value) -> Value {
     let f = fixture();
-    let not_found = |image: &str| format!("{image}: manifest unknown (404 from {})", f.anon.host);
+    // The engine's words for the registry's answers (what `check` says of these images).
+    let not_found = |repo: &str, tag: &str| {
+        format!(
+            "manifest unknown (GET http://{}/v2/{repo}/manifests/{tag}: HTTP 404; MANIFEST_UNKNOWN: manifest unknown)",
+            f.anon.host
+        )
+    };
     json!([
         workload(
             "CronJob",
@@ -226,13 +232,19 @@ fn workloads(i: &Images, private: Value) -> Value {
                 &i.missing,
                 "not_found",
                 11,
-                &not_found(&i.missing)
+                &not_found("oci/app", "gone")
             )]
         ),
         workload(
             "DaemonSet",
             "agent",
-            vec![image("main", &i.gone, "not_found", 11, &not_found(&i.gone))]
+            vec![image(
+                "main",
+                &i.gone,
+                "not_found",
+                11,
+                &not_found("docker/app", "v9")
+            )]
         ),
         workload(
             "Deployment",
@@ -242,24 +254,24 @@ fn workloads(i: &Images, private: Value) -> Value {
                 &i.arm_only,
                 "platform_missing",
                 12,
-                "no linux/amd64 in the index"
+                "index has no entry for linux/amd64 (available: linux/arm64)"
             )]
         ),
         workload(
             "Job",
             "queued",
-            vec![image("main", &i.present, "pullable", 0, "pullable")]
+            vec![image("main", &i.present, "pullable", 0, "manifest found")]
         ),
         workload("Pod", "debug", vec![private]),
         workload(
             "ReplicaSet",
             "orphan",
-            vec![image("main", &i.present, "pullable", 0, "pullable")]
+            vec![image("main", &i.present, "pullable", 0, "manifest found")]
         ),
         workload(
             "StatefulSet",
             "db",
-            vec![image("main", &i.multi, "pullable", 0, "pullable")]
+            vec![image("main", &i.multi, "pullable", 0, "manifest found")]
         ),
     ])
 }
@@ -276,7 +288,7 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (scripts/apiserver-e2e.sh)");
     let admin = audit(&[], &[("KUBECONFIG", &kubeconfig)]);
     admin.assert_code(11);
-    let private = image("main", &i.private, "pullable", 0, "pullable");
+    let private = image("main", &i.private, "pullable", 0, "manifest found");
     assert_eq!(
         admin.json(),
         json!({"schema_version": 1, "exit_code": 11,
