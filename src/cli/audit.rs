@@ -118,7 +118,7 @@ impl AuditArgs {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
-            reload_interval: CacheConfig::DEFAULT.secret_ttl,
+            reload_interval: std::time::Duration::from_secs(30),
             mode: Mode::Warn,
             fail_closed: false,
             budget,

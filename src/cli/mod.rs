@@ -74,6 +74,15 @@ pub(crate) fn after_help_for(program: &str) -> String {
     )
 }
 
+/// `pullcheck audit --help`'s epilogue: its examples and the exit codes (`scan`'s rule).
+fn audit_help() -> String {
+    format!(
+        "{}\n\nExit codes (the lowest permanent code among all images, else 20, else 0):\n{}",
+        audit::EXAMPLES,
+        crate::verdict::exit_code_table(false)
+    )
+}
+
 /// Fail Kubernetes Jobs fast when an image can't be pulled.
 #[derive(Debug, Parser)]
 #[command(name = "pullcheck", version, about, long_about = "Decide, the way the kubelet would, \
@@ -113,7 +122,7 @@ pub(crate) enum Command {
     #[command(after_long_help = WATCH_EXAMPLES)]
     Watch(Box<watch::WatchArgs>),
     /// Which workloads of a live cluster would fail to pull in their next pod, and why.
-    #[command(after_long_help = audit::EXAMPLES)]
+    #[command(after_long_help = audit_help())]
     Audit(Box<audit::AuditArgs>),
     /// Print a shell completion script.
     Completion {

@@ -323,7 +323,16 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         &[],
     );
     restricted.assert_code(11);
-    let mut private = image("main", &i.private, "unauthenticated", 14, "unauthenticated");
+    let mut private = image(
+        "main",
+        &i.private,
+        "unauthenticated",
+        14,
+        &format!(
+            "missing or private: the registry wants credentials and none matched (GET https://{}/v2/private/app/manifests/v1: HTTP 401; UNAUTHORIZED: authentication required)",
+            fixture().token.host
+        ),
+    );
     private["credentials"] = json!("anonymous (secrets not readable)");
     assert_eq!(
         restricted.json(),
