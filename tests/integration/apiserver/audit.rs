@@ -179,6 +179,11 @@ fn restricted_token(dir: &tempfile::TempDir) -> PathBuf {
 
 /// `pullcheck audit -n NS -o json` with the registries' settings and `args`.
 fn audit(args: &[&str], env: &[(&str, &str)]) -> process::Run {
+    audit_as("json", args, env)
+}
+
+/// `pullcheck audit -n NS -o OUTPUT` with the registries' settings and `args`.
+fn audit_as(output: &str, args: &[&str], env: &[(&str, &str)]) -> process::Run {
     let f = fixture();
     let ca = f.ca_file.display().to_string();
     let mut all = vec![
@@ -186,7 +191,7 @@ fn audit(args: &[&str], env: &[(&str, &str)]) -> process::Run {
         "-n",
         NS,
         "-o",
-        "json",
+        output,
         "--insecure-registry",
         &f.anon.host,
         "--ca-file",
@@ -276,6 +281,62 @@ fn workloads(i: &Images, private: Value) -> Value {
     ])
 }
 
+/// The table `pullcheck audit` prints for a document without marked rows: NAMESPACE,
+/// KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON (`-` for a pullable image), then the summary.
+fn table(doc: &Value) -> String {
+    let mut rows = vec![
+        [
+            "NAMESPACE",
+            "KIND/NAME",
+            "CONTAINER",
+            "IMAGE",
+            "VERDICT",
+            "REASON",
+        ]
+        .map(String::from),
+    ];
+    let (mut images, mut failing) = (0, 0);
+    for w in doc["workloads"].as_array().unwrap() {
+        for i in w["images"].as_array().unwrap() {
+            let s = |v: &Value| v.as_str().unwrap().to_string();
+            let pullable = i["verdict"] == "pullable";
+            images += 1;
+            failing += usize::from(!pullable);
+            rows.push([
+                s(&w["namespace"]),
+                format!("{}/{}", s(&w["kind"]), s(&w["name"])),
+                s(&i["container"]),
+                s(&i["image"]),
+                s(&i["verdict"]),
+                if pullable {
+                    "-".into()
+                } else {
+                    s(&i["reason"])
+                },
+            ]);
+        }
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap())
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        for c in 0..5 {
+            out.push_str(&format!("{:<w$}   ", r[c], w = widths[c]));
+        }
+        out.push_str(&r[5]);
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "audited {} workloads, {images} images: {} pullable, {failing} not; {} skipped (exit {})\n",
+        doc["workloads"].as_array().unwrap().len(),
+        images - failing,
+        doc["skipped"].as_array().unwrap().len(),
+        doc["exit_code"]
+    ));
+    out
+}
+
 #[test]
 #[ignore = "needs a control plane: scripts/apiserver-e2e.sh"]
 fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_finished_jobs() {
@@ -303,6 +364,16 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
             .contains("pullcheck: platforms from 2 Node objects: linux/amd64, linux/arm64\n"),
         "{}",
         admin.stderr
+    );
+
+    // The same as a table: every cell padded to its column's widest, three spaces apart.
+    let text = audit_as("text", &[], &[("KUBECONFIG", &kubeconfig)]);
+    text.assert_code(11);
+    assert_eq!(
+        text.stdout,
+        table(&admin.json()),
+        "stderr:\n{}",
+        text.stderr
     );
 
     // Under a Role that may not read Secrets nor list Nodes.
