@@ -8,6 +8,7 @@
 //! reports dead code: the public items are the ones those need.
 
 pub(crate) mod apiserver;
+mod audit;
 pub mod cli;
 pub mod credentials;
 mod engine;

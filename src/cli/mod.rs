@@ -1,6 +1,7 @@
 //! The command-line shell over the engine: parse flags, build a plan once, run, report.
 
 pub(crate) mod args;
+pub(crate) mod audit;
 pub(crate) mod check;
 pub(crate) mod explain;
 pub(crate) mod init_container;
@@ -37,6 +38,7 @@ Examples:
   PROGRAM inject --remove -f cronjob.yaml | kubectl apply -f -
   PROGRAM lint --strict -f job.yaml
   PROGRAM watch --once -o json
+  PROGRAM audit -A                              # which workloads' next pod would fail to pull
   PROGRAM completion bash > /etc/bash_completion.d/pullcheck";
 
 fn after_help() -> String {
@@ -68,6 +70,15 @@ pub(crate) fn after_help_for(program: &str) -> String {
     format!(
         "{}\n\nExit codes:\n{}",
         EXAMPLES.replace("PROGRAM", program),
+        crate::verdict::exit_code_table(false)
+    )
+}
+
+/// `pullcheck audit --help`'s epilogue: its examples and the exit codes (`scan`'s rule).
+fn audit_help() -> String {
+    format!(
+        "{}\n\nExit codes (the lowest permanent code among all images, else 20, else 0):\n{}",
+        audit::EXAMPLES,
         crate::verdict::exit_code_table(false)
     )
 }
@@ -110,6 +121,9 @@ pub(crate) enum Command {
     /// Fail Jobs whose pods the kubelet can't pull images for (a controller).
     #[command(after_long_help = WATCH_EXAMPLES)]
     Watch(Box<watch::WatchArgs>),
+    /// Which workloads of a live cluster would fail to pull in their next pod, and why.
+    #[command(after_long_help = audit_help())]
+    Audit(Box<audit::AuditArgs>),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.
@@ -193,6 +207,7 @@ pub fn run() -> ExitCode {
         Command::Lint(a) => lint::run(a),
         Command::Webhook(a) => runtime().and_then(|rt| rt.block_on(webhook::run(*a))),
         Command::Watch(a) => runtime().and_then(|rt| rt.block_on(watch::run(*a))),
+        Command::Audit(a) => cli_runtime().and_then(|rt| rt.block_on(audit::run(*a))),
     };
     match result {
         Ok(c) => ExitCode::from(c),
@@ -227,6 +242,7 @@ impl Command {
             Command::Scan(a) => a.output == args::Output::Json,
             Command::Lint(a) => a.output == lint::LintOutput::Json,
             Command::Watch(a) => a.output == args::Output::Json,
+            Command::Audit(a) => a.output == args::Output::Json,
             Command::Inject(_) | Command::Webhook(_) | Command::Completion { .. } => false,
         }
     }

@@ -229,7 +229,7 @@ fn scope(flag: Option<String>, all: bool, context: Option<String>) -> Option<Str
 }
 
 /// What a 401 tells the user to fix, by where the token came from.
-fn refused_hint(api: &crate::apiserver::ApiServer) -> String {
+pub(super) fn refused_hint(api: &crate::apiserver::ApiServer) -> String {
     use crate::apiserver::{Credentials, Source};
     match (&api.credentials, &api.source) {
         (Credentials::Exec(p), _) => format!(
@@ -270,6 +270,26 @@ fn api_hint(e: &crate::watch::api::ApiError, refused: &str) -> String {
     format!("{text}{hint}")
 }
 
+/// The exit code of a one-shot command (`watch --once`, `audit`) whose API call failed: a
+/// refused token, a missing permission or a CA that doesn't sign the API server's
+/// certificate is the caller's to fix (usage); an API server that doesn't answer, or
+/// answers "later" (429, 5xx), may answer later (transient).
+pub(super) fn api_failure_code(e: &crate::apiserver::ApiError) -> u8 {
+    match e {
+        crate::apiserver::ApiError::Transport {
+            failure: crate::registry::error::Failure::Tls(_),
+            ..
+        } => crate::verdict::code::USAGE,
+        crate::apiserver::ApiError::Status { .. }
+        | crate::apiserver::ApiError::Credentials { .. }
+            if !e.is_retryable() =>
+        {
+            crate::verdict::code::USAGE
+        }
+        _ => crate::verdict::Verdict::Transient.exit_code(),
+    }
+}
+
 /// Run the watch until SIGTERM, or once.
 pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     let settings = a.settings()?;
@@ -306,23 +326,7 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
             Err(e) => {
                 let line = api_hint(&e, &refused);
                 eprintln!("pullcheck: {line}");
-                // A refused token, a missing permission or a CA that doesn't sign the API
-                // server's certificate is the caller's to fix (usage); an API server that
-                // doesn't answer, or answers "later" (429, 5xx), may answer later
-                // (transient).
-                let code = match e {
-                    crate::apiserver::ApiError::Transport {
-                        failure: crate::registry::error::Failure::Tls(_),
-                        ..
-                    } => crate::verdict::code::USAGE,
-                    crate::apiserver::ApiError::Status { .. }
-                    | crate::apiserver::ApiError::Credentials { .. }
-                        if !e.is_retryable() =>
-                    {
-                        crate::verdict::code::USAGE
-                    }
-                    _ => crate::verdict::Verdict::Transient.exit_code(),
-                };
+                let code = api_failure_code(&e);
                 if a.output == Output::Json {
                     return super::print_result(&super::json_error(code, &line), code);
                 }

@@ -436,6 +436,7 @@ impl WebhookArgs {
             metered_get: self.registry.metered_get(),
             request_timeout: seconds("--request-timeout", self.request_timeout, 600.0)?,
             concurrency,
+            refused_secrets: config::RefusedSecrets::Unproven,
         })
     }
 

@@ -128,4 +128,19 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Images resolved at once per review.
     pub concurrency: usize,
+    /// What a pull secret the API refused to let us read (403) does to its images.
+    pub refused_secrets: RefusedSecrets,
+}
+
+/// What an image check does when the API refuses (403) a pull secret or ServiceAccount
+/// its template needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedSecrets {
+    /// The image is not proven unpullable (the webhook, the Kueue check): the node may
+    /// pull it with the secret we could not read.
+    Unproven,
+    /// The image is checked with the credentials that could be read, and the check is
+    /// marked as such (its `SecretAccess` is `Refused`): `pullcheck audit`, run under a
+    /// user's RBAC that may not read Secrets.
+    CheckWithout,
 }

@@ -81,6 +81,18 @@ pub struct ImageCheck {
     pub pointer: String,
     /// What resolving it gave.
     pub(crate) result: Checked,
+    /// Whether every pull secret the template names could be read.
+    pub(crate) secrets: SecretAccess,
+}
+
+/// Whether the pull secrets of an image's template could be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretAccess {
+    /// All of them were read, or none was needed (or the check never got that far).
+    Read,
+    /// The API refused (403) one or more, and the image was checked without them
+    /// ([`crate::webhook::config::RefusedSecrets::CheckWithout`]).
+    Refused,
 }
 
 impl ImageCheck {
@@ -342,6 +354,7 @@ mod tests {
             image: image.into(),
             pointer: "/spec/template/spec/containers/0/image".into(),
             result,
+            secrets: SecretAccess::Read,
         }
     }
 

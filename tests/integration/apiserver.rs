@@ -24,6 +24,7 @@
 //! `watch` applies the chart's watch objects (`watch.enabled=true`) and runs `pullcheck watch`
 //! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
+mod audit;
 mod handover;
 mod kubeconfig;
 mod kueue;

@@ -78,8 +78,27 @@ fn completion_scripts_are_generated() {
 /// A default is printed once (clap's `[default: …]`), an environment variable by name only,
 /// whatever the caller's environment holds.
 #[test]
+fn audit_help_ends_with_its_examples_and_the_exit_codes() {
+    let r = run(&["audit", "--help"], &[]);
+    r.assert_code(0);
+    assert!(
+        r.stdout
+            .contains("\nExamples:\n  pullcheck audit                            # the current context's namespace\n  pullcheck audit -A "),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .trim_end()
+            .ends_with(pullcheck::verdict::exit_code_table(false).trim_end()),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn help_states_each_default_once_and_no_environment_value() {
-    for sub in ["check", "scan", "explain", "webhook"] {
+    for sub in ["check", "scan", "explain", "webhook", "audit"] {
         let r = run(
             &[sub, "--help"],
             &[("PULLCHECK_PULL_SECRETS", "/secret/path")],

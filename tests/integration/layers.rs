@@ -79,9 +79,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "audit",
+        &[
+            "apiserver",
+            "k8s",
+            "platform",
+            "report",
+            "verdict",
+            "webhook",
+        ],
+    ),
+    (
         "cli",
         &[
             "apiserver",
+            "audit",
             "credentials",
             "engine",
             "files",

@@ -171,3 +171,35 @@ or drop the ':' to pull trainer:latest",
     r.assert_code(2);
     assert_eq!(r.stdout, "");
 }
+
+/// `pullcheck audit` before it reaches a cluster: a namespace that can't be one, no API
+/// server found, and one that doesn't answer (transient, still a JSON document).
+#[test]
+fn audit_says_what_keeps_it_from_the_cluster_in_one_line() {
+    let r = run(&["audit", "-n", "Team_A"], &[]);
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: --namespace \"Team_A\": not a namespace name (lowercase letters, digits and '-', at most 63); use -A to audit every namespace\n"
+    );
+    let r = run(
+        &["audit", "-A"],
+        &[("KUBECONFIG", "/nonexistent/a:/nonexistent/b")],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        "pullcheck: no Kubernetes API: $KUBECONFIG (/nonexistent/a:/nonexistent/b) names no file that exists, and not in a cluster (no KUBERNETES_SERVICE_HOST and ServiceAccount token); pass --kubeconfig FILE or --apiserver URL, or set KUBECONFIG\n"
+    );
+    let port = crate::support::ports::free_port().unwrap();
+    let api = format!("https://127.0.0.1:{port}");
+    let r = run(&["audit", "-A", "-o", "json", "--apiserver", &api], &[]);
+    r.assert_code(20);
+    let error =
+        format!("listing nodes: LIST {api}/api/v1/nodes: cannot connect: connection refused");
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"schema_version": 1, "exit_code": 20, "error": error})
+    );
+    assert_eq!(r.stderr, format!("pullcheck: {error}\n"));
+}

@@ -65,13 +65,45 @@ pub(crate) struct TemplateCredentials {
     /// A digest of the secrets' names and contents (`anonymous` when none): equal
     /// identities have equal keyrings.
     pub identity: String,
-    /// Secrets that could not be read or decoded, one line each.
-    pub problems: Vec<String>,
+    /// Secrets (or the ServiceAccount) that could not be read or decoded, one each, in
+    /// the order met.
+    pub problems: Vec<Problem>,
     /// Names of the secrets used, `namespace/name`.
     pub used: Vec<String>,
     /// The template's ServiceAccount (`serviceAccountName`, else `default`): whose token a
     /// token-mode credential provider gets.
     pub service_account: String,
+}
+
+/// A pull secret or ServiceAccount that could not be used for a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    /// One line naming the object and why.
+    pub line: String,
+    /// Why it could not be used: the audit checks on without a refused one, the webhook
+    /// never does.
+    pub cause: ProblemCause,
+}
+
+/// Why a credential object could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProblemCause {
+    /// The API answered 403: the caller's RBAC does not let it read the object.
+    Refused,
+    /// Any other failure: a timeout, a 5xx, data that doesn't decode.
+    Other,
+}
+
+impl Problem {
+    /// A problem reading an object from the API: [`ProblemCause::Refused`] for a 403.
+    fn reading(line: String, e: &ApiError) -> Problem {
+        let cause = if e.status() == Some(403) {
+            ProblemCause::Refused
+        } else {
+            ProblemCause::Other
+        };
+        Problem { line, cause }
+    }
 }
 
 impl TemplateCredentials {
@@ -190,9 +222,10 @@ impl Cluster {
             match self.get(namespace, "serviceaccounts", sa, deadline).await {
                 Ok(Some(obj)) => names = pull_secret_names_of_sa(&obj),
                 Ok(None) => {}
-                Err(e) => out
-                    .problems
-                    .push(format!("ServiceAccount {namespace}/{sa} not readable: {e}")),
+                Err(e) => out.problems.push(Problem::reading(
+                    format!("ServiceAccount {namespace}/{sa} not readable: {e}"),
+                    &e,
+                )),
             }
         }
         let mut hasher = Sha256::new();
@@ -200,9 +233,10 @@ impl Cluster {
             match self.get(namespace, "secrets", name, deadline).await {
                 Ok(Some(secret)) => match docker_config_of(&secret) {
                     None => {}
-                    Some(Err(e)) => out
-                        .problems
-                        .push(format!("pull secret {namespace}/{name}: {e}")),
+                    Some(Err(e)) => out.problems.push(Problem {
+                        line: format!("pull secret {namespace}/{name}: {e}"),
+                        cause: ProblemCause::Other,
+                    }),
                     Some(Ok((cfg, raw))) => {
                         let origin = format!("pull secret {namespace}/{name}");
                         out.keyring.add(&cfg, &origin);
@@ -216,9 +250,10 @@ impl Cluster {
                     }
                 },
                 Ok(None) => {}
-                Err(e) => out
-                    .problems
-                    .push(format!("pull secret {namespace}/{name} not readable: {e}")),
+                Err(e) => out.problems.push(Problem::reading(
+                    format!("pull secret {namespace}/{name} not readable: {e}"),
+                    &e,
+                )),
             }
         }
         if !out.used.is_empty() {

@@ -17,11 +17,13 @@ use crate::platform::Platform;
 use crate::reference::Reference;
 use crate::verdict::Verdict;
 use crate::webhook::cache::VerdictKey;
+use crate::webhook::cluster::ProblemCause;
 use crate::webhook::cluster::TemplateCredentials;
+use crate::webhook::config::RefusedSecrets;
 use crate::webhook::engines::platforms_key;
 use crate::webhook::metrics::Cache;
 use crate::webhook::platforms::template_platforms;
-use crate::webhook::review::{Checked, ImageCheck, Unchecked};
+use crate::webhook::review::{Checked, ImageCheck, SecretAccess, Unchecked};
 
 /// One image the kubelet would pull, waiting for a verdict; `template` indexes the pod
 /// templates whose credentials and platforms apply to it.
@@ -147,6 +149,7 @@ async fn resolve_templates(
                                 Unchecked::NoTime,
                                 format!("pull secrets not read in time; {budget_text}"),
                             ),
+                            secrets: SecretAccess::Read,
                         })
                         .collect();
                     return (checks, notes);
@@ -155,7 +158,7 @@ async fn resolve_templates(
         }
     };
     for c in &creds {
-        for p in &c.problems {
+        for p in unusable(c, cfg.refused_secrets) {
             if !notes.contains(p) {
                 notes.push(p.clone());
             }
@@ -192,15 +195,34 @@ async fn resolve_templates(
                 state.metrics.budget_exhausted.inc();
                 Checked::NotVerified(Unchecked::NoTime, budget_text.clone())
             });
+            let refused = creds[j.template]
+                .problems
+                .iter()
+                .any(|p| p.cause == ProblemCause::Refused);
             ImageCheck {
                 container: j.container,
                 image: j.image,
                 pointer: j.pointer,
                 result,
+                secrets: if refused && cfg.refused_secrets == RefusedSecrets::CheckWithout {
+                    SecretAccess::Refused
+                } else {
+                    SecretAccess::Read
+                },
             }
         })
         .collect();
     (checks, notes)
+}
+
+/// The problem lines that leave a template's failing images unproven: every one, or with
+/// [`RefusedSecrets::CheckWithout`] all but the refused reads (checked without them).
+fn unusable(creds: &TemplateCredentials, refused: RefusedSecrets) -> impl Iterator<Item = &String> {
+    creds
+        .problems
+        .iter()
+        .filter(move |p| refused == RefusedSecrets::Unproven || p.cause != ProblemCause::Refused)
+        .map(|p| &p.line)
 }
 
 /// The keychain the kubelet would have for a pod of this template, less the node's
@@ -272,10 +294,13 @@ async fn check_image(
         .await;
     metrics.cache(Cache::Verdict, hit);
     let found = (*found).clone();
-    if found.verdict != Verdict::Pullable && !creds.problems.is_empty() {
+    let unusable: Vec<&str> = unusable(creds, state.config.refused_secrets)
+        .map(String::as_str)
+        .collect();
+    if found.verdict != Verdict::Pullable && !unusable.is_empty() {
         return Checked::NotVerified(
             Unchecked::Credentials,
-            format!("{}; {}", found.detail, creds.problems.join("; ")),
+            format!("{}; {}", found.detail, unusable.join("; ")),
         );
     }
     Checked::Done(Box::new(found))

@@ -1,0 +1,274 @@
+//! What the audit prints: the `kubectl get`-like table and the JSON document
+//! (`{"schema_version":1,"exit_code":N,"workloads":[…]}`, docs/audit.md). No decisions here.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::platforms::PlatformSource;
+use super::select::SkipReason;
+use crate::report::json::{RenderError, SCHEMA_VERSION, render};
+use crate::report::{count, printable};
+use crate::verdict::Verdict;
+
+/// How an image was checked, when not with every credential its pod would have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) enum CredentialsNote {
+    /// The API refused (403) a pull secret or ServiceAccount the template needs.
+    #[serde(rename = "anonymous (secrets not readable)")]
+    SecretsNotReadable,
+}
+
+/// One image of one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ImageRow {
+    /// The container (or image volume) name.
+    pub container: String,
+    /// The image as written.
+    pub image: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Its exit code alone.
+    pub exit_code: u8,
+    /// Why: the engine's detail.
+    pub reason: String,
+    /// Set when the check lacked credentials the pod would have.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<CredentialsNote>,
+}
+
+/// One audited workload and its images, in template order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct WorkloadRow {
+    /// Its namespace (empty for none).
+    pub namespace: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its pulled images.
+    pub images: Vec<ImageRow>,
+}
+
+/// One object left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct SkippedRow {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// The result of one pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Report {
+    /// `scan`'s rule over every image's verdict ([`crate::verdict::combined_exit_code`]).
+    pub exit_code: u8,
+    /// The platforms checked: `os/arch` strings.
+    pub platforms: Vec<String>,
+    /// Where they came from.
+    pub platform_source: PlatformSource,
+    /// The workloads, by namespace, kind and name.
+    pub workloads: Vec<WorkloadRow>,
+    /// The objects left out.
+    pub skipped: Vec<SkippedRow>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema_version: u32,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+/// The `-o json` document.
+pub(crate) fn json(report: &Report) -> Result<String, RenderError> {
+    render(&Document {
+        schema_version: SCHEMA_VERSION,
+        report,
+    })
+}
+
+/// The table: one line per image, columns padded to their widest cell as `kubectl get`
+/// does (three spaces apart), then a footnote for `*` rows and a summary line.
+pub(crate) fn text(report: &Report) -> String {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "NAMESPACE".into(),
+        "KIND/NAME".into(),
+        "CONTAINER".into(),
+        "IMAGE".into(),
+        "VERDICT".into(),
+        "REASON".into(),
+    ]];
+    let mut marked = false;
+    for w in &report.workloads {
+        for i in &w.images {
+            let star = if i.credentials.is_some() {
+                marked = true;
+                "*"
+            } else {
+                ""
+            };
+            let reason = if i.verdict == Verdict::Pullable {
+                "-".to_string()
+            } else {
+                printable(&i.reason).into_owned()
+            };
+            rows.push([
+                printable(&w.namespace).into_owned(),
+                printable(&format!("{}/{}", w.kind, w.name)).into_owned(),
+                printable(&i.container).into_owned(),
+                printable(&i.image).into_owned(),
+                format!("{}{star}", i.verdict),
+                reason,
+            ]);
+        }
+    }
+    let mut out = String::new();
+    if rows.len() > 1 {
+        let widths: Vec<usize> = (0..5)
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for r in &rows {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                if c < 5 {
+                    let _ = write!(line, "{cell:<w$}   ", w = widths[c]);
+                } else {
+                    line.push_str(cell);
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    if marked {
+        out.push_str("* checked anonymously: the pull secrets of its pods may not be read (403)\n");
+    }
+    let images: Vec<&ImageRow> = report.workloads.iter().flat_map(|w| &w.images).collect();
+    let failing = images
+        .iter()
+        .filter(|i| i.verdict != Verdict::Pullable)
+        .count();
+    let _ = writeln!(
+        out,
+        "audited {}, {}: {} pullable, {failing} not; {} skipped (exit {})",
+        count(report.workloads.len(), "workload"),
+        count(images.len(), "image"),
+        images.len() - failing,
+        report.skipped.len(),
+        report.exit_code
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(container: &str, image: &str, verdict: Verdict, reason: &str) -> ImageRow {
+        ImageRow {
+            container: container.into(),
+            image: image.into(),
+            verdict,
+            exit_code: verdict.exit_code(),
+            reason: reason.into(),
+            credentials: None,
+        }
+    }
+
+    fn report() -> Report {
+        let mut anon = row(
+            "app",
+            "r.example/private:v1",
+            Verdict::Unauthenticated,
+            "401",
+        );
+        anon.credentials = Some(CredentialsNote::SecretsNotReadable);
+        Report {
+            exit_code: 11,
+            platforms: vec!["linux/amd64".into()],
+            platform_source: PlatformSource::Nodes,
+            workloads: vec![
+                WorkloadRow {
+                    namespace: "team-a".into(),
+                    kind: "CronJob".into(),
+                    name: "nightly".into(),
+                    images: vec![row(
+                        "main",
+                        "r.example/gone:v1",
+                        Verdict::NotFound,
+                        "manifest unknown",
+                    )],
+                },
+                WorkloadRow {
+                    namespace: "team-a".into(),
+                    kind: "Deployment".into(),
+                    name: "web".into(),
+                    images: vec![
+                        row("web", "r.example/web:v2", Verdict::Pullable, "ok"),
+                        anon,
+                    ],
+                },
+            ],
+            skipped: vec![SkippedRow {
+                namespace: "team-a".into(),
+                kind: "Job".into(),
+                name: "nightly-1".into(),
+                reason: SkipReason::Mirror,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_table_is_aligned_like_kubectl_get_with_a_note_for_anonymous_rows() {
+        assert_eq!(
+            text(&report()),
+            "\
+NAMESPACE   KIND/NAME         CONTAINER   IMAGE                  VERDICT            REASON
+team-a      CronJob/nightly   main        r.example/gone:v1      not_found          manifest unknown
+team-a      Deployment/web    web         r.example/web:v2       pullable           -
+team-a      Deployment/web    app         r.example/private:v1   unauthenticated*   401
+* checked anonymously: the pull secrets of its pods may not be read (403)
+audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
+"
+        );
+    }
+
+    #[test]
+    fn an_empty_audit_is_one_summary_line() {
+        let r = Report {
+            exit_code: 0,
+            platforms: vec![],
+            platform_source: PlatformSource::DefaultNoNodes,
+            workloads: vec![],
+            skipped: vec![],
+        };
+        assert_eq!(
+            text(&r),
+            "audited 0 workloads, 0 images: 0 pullable, 0 not; 0 skipped (exit 0)\n"
+        );
+    }
+
+    #[test]
+    fn the_json_document_names_the_schema_and_marks_anonymous_rows() {
+        let v: serde_json::Value = serde_json::from_str(&json(&report()).unwrap()).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["exit_code"], 11);
+        assert_eq!(v["platform_source"], "nodes");
+        assert_eq!(
+            v["workloads"][1]["images"][1],
+            serde_json::json!({"container": "app", "image": "r.example/private:v1",
+                "verdict": "unauthenticated", "exit_code": 14, "reason": "401",
+                "credentials": "anonymous (secrets not readable)"})
+        );
+        assert_eq!(
+            v["skipped"],
+            serde_json::json!([{"namespace": "team-a", "kind": "Job", "name": "nightly-1", "reason": "mirror"}])
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! The pure steps of a pass on a fixture of listed objects (tests/data/audit/objects.json):
+//! every kind the audit reads, with the objects it must leave out.
+
+use super::*;
+
+fn fixture() -> Vec<Value> {
+    serde_json::from_str(include_str!("../../tests/data/audit/objects.json")).unwrap()
+}
+
+fn names(w: &[Workload]) -> Vec<String> {
+    w.iter()
+        .map(|w| format!("{}/{}/{}", w.namespace, w.kind, w.name))
+        .collect()
+}
+
+#[test]
+fn an_object_listed_under_two_versions_is_audited_once() {
+    let objects = dedupe(fixture());
+    assert_eq!(objects.len(), 11);
+    let mpi: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "MPIJob")
+        .map(|o| o["apiVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(mpi, ["kubeflow.org/v1"]);
+    // Objects without a uid (never from the API, but a fixture may lack one) are all kept.
+    assert_eq!(
+        dedupe(vec![serde_json::json!({}), serde_json::json!({})]).len(),
+        2
+    );
+}
+
+#[test]
+fn the_workloads_audited_and_the_ones_left_out_with_why() {
+    let (audit, skipped) = select_all(dedupe(fixture()));
+    assert_eq!(
+        names(&audit),
+        [
+            "team-a/CronJob/nightly",
+            "team-a/Job/queued",
+            "team-b/Deployment/web",
+            "team-b/ReplicaSet/orphan",
+            "team-b/Pod/debug",
+            "team-a/MPIJob/allreduce",
+        ]
+    );
+    let why: Vec<String> = skipped
+        .iter()
+        .map(|s| format!("{}/{}/{}: {}", s.namespace, s.kind, s.name, s.reason))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            "team-a/Job/nightly-29000000: owned by CronJob/nightly",
+            "team-a/Job/done: finished (Complete)",
+            "team-b/ReplicaSet/web-5d8f: owned by Deployment/web",
+            "team-b/Pod/web-5d8f-abcde: owned by ReplicaSet/web-5d8f",
+            "kube-system/Pod/etcd-node1: mirror pod",
+        ]
+    );
+}
+
+#[test]
+fn the_census_counts_templates_and_distinct_pulled_images() {
+    let table = Table::builtin().with_workloads();
+    let (audit, _) = select_all(dedupe(fixture()));
+    // Templates: CronJob 1, Job 1, Deployment 1, ReplicaSet 1, Pod 1, MPIJob 2.
+    // Images pulled: etl, fetch, web, orphan, toolbox, mpi (local is Never, etl twice).
+    assert_eq!(census(&audit, &table), (7, 6));
+    let uses: Vec<usize> = audit
+        .iter()
+        .map(|w| pulled_images(&w.object, &table))
+        .collect();
+    assert_eq!(uses, [1, 2, 1, 1, 1, 2]);
+}
+
+#[test]
+fn a_check_becomes_a_row_with_its_credentials_mark() {
+    use crate::webhook::review::Unchecked;
+    let row = image_row(ImageCheck {
+        container: "c".into(),
+        image: "r.example/a:v1".into(),
+        pointer: "/spec/containers/0/image".into(),
+        result: Checked::NotVerified(Unchecked::NoTime, "no verdict within 60s".into()),
+        secrets: SecretAccess::Refused,
+    });
+    assert_eq!(
+        row,
+        ImageRow {
+            container: "c".into(),
+            image: "r.example/a:v1".into(),
+            verdict: Verdict::Transient,
+            exit_code: 20,
+            reason: "no verdict within 60s".into(),
+            credentials: Some(CredentialsNote::SecretsNotReadable),
+        }
+    );
+}
+
+#[test]
+fn notes_are_one_plain_line_each() {
+    assert_eq!(
+        Note::Forbidden {
+            resource: "jobs.batch".into(),
+            message: "LIST /apis/batch/v1/namespaces/a/jobs: 403 Forbidden".into()
+        }
+        .to_string(),
+        "jobs.batch may not be listed, not audited: LIST /apis/batch/v1/namespaces/a/jobs: 403 Forbidden"
+    );
+    assert_eq!(
+        Note::SecretsRefused(vec!["a".into(), "b".into()]).to_string(),
+        "pull secrets may not be read (403) in namespace a, b: their workloads' images were checked anonymously, marked *"
+    );
+}
