@@ -15,20 +15,29 @@ pub(crate) const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 /// [`MAX_INPUT_BYTES`] is refused whole: cutting it would silently drop documents.
 pub(crate) fn read_input(path: &Path) -> Result<String, UsageError> {
     let shown = path.display();
-    let mut text = String::new();
-    // One byte over the cap tells "exactly at the cap" from "larger".
-    let limit = MAX_INPUT_BYTES + 1;
-    let result = if path.as_os_str() == "-" {
-        std::io::stdin().take(limit).read_to_string(&mut text)
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
-    };
-    result.map_err(|e| UsageError(format!("{shown}: cannot read: {e}")))?;
-    if text.len() as u64 > MAX_INPUT_BYTES {
-        return Err(UsageError(format!(
+    let too_large = || {
+        UsageError(format!(
             "{shown}: larger than {} MiB; split the manifests into several files",
             MAX_INPUT_BYTES / (1024 * 1024)
-        )));
+        ))
+    };
+    if path.as_os_str() != "-" {
+        // A regular file or an error, never a block: a FIFO would wait past every deadline
+        // (files::read_capped refuses it on the open handle, before reading).
+        return match crate::files::read_capped_text(path, MAX_INPUT_BYTES) {
+            Ok(text) => Ok(text),
+            Err(crate::files::FileError::TooLarge { .. }) => Err(too_large()),
+            Err(e) => Err(UsageError(format!("{shown}: cannot read: {e}"))),
+        };
+    }
+    let mut text = String::new();
+    // One byte over the cap tells "exactly at the cap" from "larger".
+    std::io::stdin()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| UsageError(format!("{shown}: cannot read: {e}")))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_large());
     }
     Ok(text)
 }

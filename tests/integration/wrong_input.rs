@@ -303,6 +303,21 @@ fn check_reads_references_from_files_and_stdin() {
         r.stderr,
         format!("pullcheck: -f {fifo}: cannot read: a named pipe (FIFO), not a regular file\n")
     );
+    // The manifest readers too (they hung until killed, found by a new user's trial):
+    // refused at once, exit 2, as for check.
+    for args in [
+        vec!["lint", "-f", fifo],
+        vec!["scan", "-f", fifo],
+        vec!["inject", "--image", "r.example/pullcheck:1", "-f", fifo],
+    ] {
+        let r = run(&args, &[]);
+        r.assert_code(2);
+        assert_eq!(
+            r.stderr,
+            format!("pullcheck: {fifo}: cannot read: a named pipe (FIFO), not a regular file\n"),
+            "{args:?}"
+        );
+    }
     let r = run(&["check", "-"], &[]);
     r.assert_code(2);
     assert_eq!(
