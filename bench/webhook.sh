@@ -28,7 +28,7 @@ tls=$(dirname "$CA")
 start_webhook() { # extra args...
   : >"$dir/webhook.err"
   taskset -c 0,1 "$PC" webhook --listen 127.0.0.1:0 --tls-cert "$tls/server.crt" --tls-key "$tls/server.key" \
-    --allow-loopback-registries --ca-file "$CA" --cluster-platform linux/amd64 "$@" \
+    --allow-loopback-registries --ca-file "$CA" --cluster-platform linux/amd64 --inject-image 127.0.0.1/pullcheck:bench "$@" \
     2>"$dir/webhook.err" &
   WH_PID=$!
   for _ in $(seq 200); do
@@ -84,7 +84,7 @@ run_wrk() { # NAME LUA BODY
 
 # ---- throughput and latency ---------------------------------------------------------------
 start_webhook
-echo "command	$PC webhook --listen 127.0.0.1:0 --tls-cert server.crt --tls-key server.key --allow-loopback-registries --ca-file ca.crt --cluster-platform linux/amd64"
+echo "command	$PC webhook --listen 127.0.0.1:0 --tls-cert server.crt --tls-key server.key --allow-loopback-registries --ca-file ca.crt --cluster-platform linux/amd64 --inject-image 127.0.0.1/pullcheck:bench"
 echo "load	taskset -c 1 wrk -t1 -c$conns -d${secs}s --latency -s {cached,uncached}.lua $URL/validate (and -c2 for cached_light)"
 echo "pinning	webhook taskset -c 0,1 (2 runtime workers); wrk 1 thread on core 1; registry/token server unpinned"
 echo "rss_idle_kib	$(status_kib VmRSS)"

@@ -102,7 +102,7 @@ start_webhook() {
   taskset -c 0,1 "$PC" webhook --listen 127.0.0.1:0 \
     --tls-cert "$work/tls/server.crt" --tls-key "$work/tls/server.key" \
     --allow-loopback-registries --insecure-registry "$reg" \
-    --cluster-platform linux/amd64 "$@" 2>"$log" &
+    --cluster-platform linux/amd64 --inject-image "$reg/pullcheck:load" "$@" 2>"$log" &
   WH_PID=$!
   pids+=("$WH_PID")
   for _ in $(seq 200); do
@@ -135,7 +135,7 @@ tally() { awk -v k="$2" '{ v=$NF; $NF=""; sub(/ $/, ""); if ($0==k) { print v; f
 # ---- 1. mixed load ------------------------------------------------------------------------
 start_webhook mixed
 say "mode $mode"
-say "webhook $PC webhook --listen 127.0.0.1:0 --allow-loopback-registries --insecure-registry $reg --cluster-platform linux/amd64 (enforce, fail-open, budget 8s)"
+say "webhook $PC webhook --listen 127.0.0.1:0 --allow-loopback-registries --insecure-registry $reg --cluster-platform linux/amd64 --inject-image $reg/pullcheck:load (enforce, fail-open, budget 8s)"
 say "pinning webhook taskset -c 0,1; wrk -t1 taskset -c 1; probes taskset -c 1"
 say "rss_idle_kib $(rss_kib "$WH_PID")"
 # Warm the verdict cache (one lookup per image); the mixed run starts from cached verdicts.

@@ -22,9 +22,13 @@ pub(crate) fn read_input(path: &Path) -> Result<String, UsageError> {
         ))
     };
     if path.as_os_str() != "-" {
-        // A regular file or an error, never a block: a FIFO would wait past every deadline
-        // (files::read_capped refuses it on the open handle, before reading).
-        return match crate::files::read_capped_text(path, MAX_INPUT_BYTES) {
+        // A regular file or a pipe that keeps sending (`-f <(kubectl get … -o yaml)`); a named
+        // pipe nobody writes to is an error after files::STREAM_IDLE, never a hang.
+        return match crate::files::read_capped_stream_text(
+            path,
+            MAX_INPUT_BYTES,
+            crate::files::STREAM_IDLE,
+        ) {
             Ok(text) => Ok(text),
             Err(crate::files::FileError::TooLarge { .. }) => Err(too_large()),
             Err(e) => Err(UsageError(format!("{shown}: cannot read: {e}"))),
@@ -216,8 +220,8 @@ const MAX_REFERENCES_BYTES: u64 = MAX_INPUT_BYTES;
 /// The image references of a `check -f` file, or `-` for stdin: one a line, surrounding
 /// whitespace trimmed; blank lines and lines starting with `#` skipped. A line holding
 /// whitespace inside (two references, a trailing comment) is an error naming the file and
-/// line: nothing may be dropped unseen. A path must be a regular file (a FIFO could block
-/// past every deadline; pipe into `-f -` instead); stdin must not be a terminal.
+/// line: nothing may be dropped unseen. A path is a regular file or a pipe that keeps sending
+/// (`-f <(…)`; [`crate::files::read_capped_stream`]); stdin must not be a terminal.
 pub(crate) fn read_references(path: &Path) -> Result<Vec<String>, UsageError> {
     use std::io::IsTerminal as _;
     let shown = path.display();
@@ -239,7 +243,7 @@ pub(crate) fn read_references(path: &Path) -> Result<Vec<String>, UsageError> {
         }
         text
     } else {
-        crate::files::read_capped_text(path, MAX_REFERENCES_BYTES)
+        crate::files::read_capped_stream_text(path, MAX_REFERENCES_BYTES, crate::files::STREAM_IDLE)
             .map_err(|e| UsageError(format!("-f {shown}: cannot read: {e}")))?
     };
     let mut out = Vec::new();

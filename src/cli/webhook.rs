@@ -142,10 +142,14 @@ match."
     )]
     pub kinds: Option<PathBuf>,
 
-    /// The init container image /mutate injects (pin it by digest).
-    #[arg(long = "inject-image", value_name = "IMAGE", default_value_t = default_image(), help_heading = "Mutation",
-        long_help = "The pullcheck image of the injected init container, pulled with IfNotPresent. Mirror it next to your workloads and pin it by digest.")]
-    pub inject_image: String,
+    /// The init container image /mutate injects (required; pin it by digest).
+    #[arg(
+        long = "inject-image",
+        value_name = "IMAGE",
+        help_heading = "Mutation",
+        long_help = "Required. The pullcheck image of the injected init container, pulled with IfNotPresent. Mirror it next to your workloads and pin it by digest. There is no default: the project publishes no image, and a default nobody can pull would strand every mutated pod in Init:ImagePullBackOff."
+    )]
+    pub inject_image: Option<String>,
 
     /// CPU request and limit of the injected init container.
     #[arg(long = "inject-cpu", value_name = "QUANTITY", default_value = DEFAULT_CPU, help_heading = "Mutation",
@@ -345,8 +349,18 @@ impl WebhookArgs {
         let concurrency = super::args::concurrency(self.concurrency)?;
         let hosts_dir = self.registry.hosts_dir()?;
         let table = load_table(self.kinds.as_deref())?;
+        // No default, as for `inject --image`: a placeholder nobody publishes, injected into
+        // every mutated pod, would hold each one in Init:ImagePullBackOff.
+        let Some(image) = self.inject_image.clone() else {
+            return Err(UsageError(format!(
+                "webhook needs --inject-image: the pullcheck image your nodes pull for the init \
+container /mutate injects; publish it with scripts/publish-image.sh REGISTRY/REPO:TAG and pass \
+the --inject-image IMAGE@sha256:… it prints ({} is a placeholder nobody publishes)",
+                default_image()
+            )));
+        };
         let inject = InjectOptions {
-            image: self.inject_image.clone(),
+            image,
             cpu: self.inject_cpu.clone(),
             memory: self.inject_memory.clone(),
             check_args: self.inject_check_args.clone(),

@@ -63,6 +63,23 @@ fn truncate_at_char(mut s: String, max: usize) -> String {
 
 /// Write the summary to `path`. Errors are returned for the caller to log; a failed write
 /// never changes the exit code.
+///
+/// Opened with `O_NONBLOCK`, so the write can't hold the exit past every deadline: the
+/// kubelet's file is a regular file, and a named pipe with no reader is an error at once
+/// ("a named pipe with no reader") instead of an `open` that waits for one. The summary is
+/// at most [`MAX_BYTES`], within one pipe buffer, so a pipe with a reader takes it whole.
 pub(crate) fn write(path: &Path, outcomes: &[Outcome], exit_code: u8) -> std::io::Result<()> {
-    std::fs::write(path, summary(outcomes, exit_code))
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => std::io::Error::other("a named pipe with no reader"),
+            _ => e,
+        })?;
+    file.write_all(summary(outcomes, exit_code).as_bytes())
 }

@@ -38,6 +38,9 @@ pub fn s7(ctx: &mut Ctx) -> Result<(), NodeError> {
             "--allow-loopback-registries",
             "--insecure-registry",
             node.wreg(),
+            // Required; only /validate is registered here, so nothing pulls it.
+            "--inject-image",
+            concat!("ghcr.io/pullcheck/pullcheck:", env!("CARGO_PKG_VERSION")),
             "--apiserver",
             node.var("PULLCHECK_CP_SERVER"),
             "--apiserver-token-file",

@@ -297,24 +297,34 @@ fn check_reads_references_from_files_and_stdin() {
             .success()
     );
     let fifo = fifo.to_str().unwrap();
+    // A pipe is read to its writer's close, as `-f <(kubectl get …)` needs (a named pipe
+    // nobody writes to is an error after 30 s: files::tests covers it with a short bound).
+    let feeding = feed_fifo(fifo, "# nothing\n");
     let r = run(&["check", "-f", fifo], &[]);
+    feeding.join().unwrap();
     r.assert_code(2);
     assert_eq!(
         r.stderr,
-        format!("pullcheck: -f {fifo}: cannot read: a named pipe (FIFO), not a regular file\n")
+        format!(
+            "pullcheck: -f {fifo}: no image references in it (one a line; blank and # lines are skipped)\n"
+        )
     );
-    // The manifest readers too (they hung until killed, found by a new user's trial):
-    // refused at once, exit 2, as for check.
+    // The manifest readers too (they hung until killed on a FIFO, found by a new user's
+    // trial, then refused every pipe): the stream is read, here one without an object.
     for args in [
         vec!["lint", "-f", fifo],
         vec!["scan", "-f", fifo],
         vec!["inject", "--image", "r.example/pullcheck:1", "-f", fifo],
     ] {
+        let feeding = feed_fifo(fifo, "a: 1\n");
         let r = run(&args, &[]);
+        feeding.join().unwrap();
         r.assert_code(2);
         assert_eq!(
             r.stderr,
-            format!("pullcheck: {fifo}: cannot read: a named pipe (FIFO), not a regular file\n"),
+            format!(
+                "pullcheck: {fifo}: no Kubernetes objects in it; its one document has no apiVersion and kind\n"
+            ),
             "{args:?}"
         );
     }
@@ -383,6 +393,31 @@ fn a_platform_flag_typo_is_a_usage_error_with_the_close_match() {
     assert_eq!(
         r.stderr,
         "pullcheck: --cluster-platform lnux/arm64: invalid platform \"lnux/arm64\": unknown operating system \"lnux\" (did you mean linux/arm64?); expected os/arch[/variant], e.g. linux/amd64 or linux/arm64/v8\n"
+    );
+}
+
+/// The webhook has no default checker image, as `inject` has none: the project's image name
+/// is a placeholder nobody publishes, and a webhook injecting it would hold every mutated pod
+/// in Init:ImagePullBackOff (found by a newcomer's trial: README said there was no default).
+#[test]
+fn the_webhook_refuses_to_start_without_an_inject_image() {
+    let r = run(
+        &[
+            "webhook",
+            "--tls-cert",
+            "/nonexistent/tls.crt",
+            "--tls-key",
+            "/nonexistent/tls.key",
+        ],
+        &[],
+    );
+    r.assert_code(2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "pullcheck: webhook needs --inject-image: the pullcheck image your nodes pull for the init container /mutate injects; publish it with scripts/publish-image.sh REGISTRY/REPO:TAG and pass the --inject-image IMAGE@sha256:… it prints (ghcr.io/pullcheck/pullcheck:{} is a placeholder nobody publishes)\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
 }
 
@@ -493,4 +528,57 @@ fn a_trainjob_alone_is_never_a_clean_zero() {
         )
     );
     assert_eq!(r.stdout, "");
+}
+
+/// Write `text` into the named pipe `path` once a reader opens it, then close it: a writer
+/// that waits (at most 10 s) for the command under test, as a shell's `cat x > fifo` would.
+fn feed_fifo(path: &str, text: &'static str) -> std::thread::JoinHandle<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            // O_NONBLOCK: opening for write fails (ENXIO) until a reader is there.
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+            {
+                Ok(mut w) => {
+                    w.write_all(text.as_bytes()).unwrap();
+                    return;
+                }
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(e) => panic!("no reader opened {path} in 10 s: {e}"),
+            }
+        }
+    })
+}
+
+/// `--termination-log` naming a named pipe nobody reads: the write fails at once and says
+/// why, and the exit code is the check's (it hung after printing, found by a newcomer's
+/// trial, so the code was lost when the pod was killed).
+#[test]
+fn a_termination_log_pipe_with_no_reader_neither_hangs_nor_changes_the_exit_code() {
+    let dir = temp_dir();
+    let fifo = dir.path().join("termination-log");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.to_str().unwrap();
+    let started = std::time::Instant::now();
+    let r = run(&["check", "--termination-log", fifo, "Not/Valid"], &[]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    r.assert_code(10); // invalid_reference
+    assert_eq!(
+        r.stderr.lines().last().unwrap(),
+        format!("pullcheck: termination log {fifo}: a named pipe with no reader")
+    );
 }

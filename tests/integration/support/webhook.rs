@@ -34,8 +34,24 @@ pub fn start_with_env<S: AsRef<std::ffi::OsStr>>(
     rust_log: &str,
     env: &[(&str, &str)],
 ) -> Webhook {
-    start_listening(args, rust_log, env, LISTENING)
+    let mut args: Vec<std::ffi::OsString> =
+        args.iter().map(|a| a.as_ref().to_os_string()).collect();
+    let named = args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--inject-image" || a.starts_with("--inject-image=")
+    });
+    if !named {
+        args.push("--inject-image".into());
+        args.push(PLACEHOLDER_IMAGE.into());
+    }
+    start_listening(&args, rust_log, env, LISTENING)
 }
+
+/// The `--inject-image` a test webhook gets when its test names none: the project's
+/// placeholder name (the binary has no default, since nobody publishes it). Tests that
+/// only call /validate, or that assert the placeholder's startup warning, use it.
+pub const PLACEHOLDER_IMAGE: &str =
+    concat!("ghcr.io/pullcheck/pullcheck:", env!("CARGO_PKG_VERSION"));
 
 /// Run `pullcheck watch <args…>` and wait until it serves; `base` is `http://ADDR`.
 pub fn start_watch<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Webhook {
