@@ -48,9 +48,11 @@ fn after_help() -> String {
 /// `pullcheck webhook --help`'s examples (the chart passes these flags).
 const WEBHOOK_EXAMPLES: &str = "\
 Examples:
-  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --mode warn
-  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --fail-fast --transient restart
-  pullcheck webhook --tls-cert tls.crt --tls-key tls.key \\
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --mode warn \\
+      --inject-image registry.example/pullcheck@sha256:…
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --fail-fast --transient restart \\
+      --inject-image registry.example/pullcheck@sha256:…
+  pullcheck webhook --tls-cert tls.crt --tls-key tls.key --inject-image IMAGE@sha256:… \\
       --image-credential-provider-config /etc/pullcheck/credential-providers/config.yaml \\
       --image-credential-provider-bin-dir /credential-providers/bin
   helm install pullcheck charts/pullcheck -n pullcheck-system --create-namespace";

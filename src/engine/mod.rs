@@ -110,21 +110,26 @@ impl Engine {
     /// are in input order. Never fails: problems are verdicts.
     pub(crate) async fn check_all(&self, images: &[String]) -> Vec<Outcome> {
         let deadline = Instant::now() + self.plan.timeout;
-        let mut unique: Vec<&String> = Vec::new();
-        for i in images {
-            if !unique.contains(&i) {
-                unique.push(i);
-            }
-        }
+        // Linear in the input: `check -f` takes lists of tens of thousands of references, and
+        // a quadratic dedupe alone outlasted --timeout there (found by a newcomer's trial).
+        let mut slot: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::with_capacity(images.len());
+        let mut unique: Vec<&str> = Vec::new();
+        let order: Vec<usize> = images
+            .iter()
+            .map(|i| {
+                *slot.entry(i.as_str()).or_insert_with(|| {
+                    unique.push(i.as_str());
+                    unique.len() - 1
+                })
+            })
+            .collect();
         let results: Vec<Outcome> =
             futures_util::stream::iter(unique.iter().map(|i| self.check_one(i, deadline)))
                 .buffered(self.plan.concurrency.max(1))
                 .collect()
                 .await;
-        images
-            .iter()
-            .map(|i| results[unique.iter().position(|u| *u == i).expect("deduplicated")].clone())
-            .collect()
+        order.into_iter().map(|u| results[u].clone()).collect()
     }
 
     /// Check one image with an absolute deadline, with the plan's credentials and platform.

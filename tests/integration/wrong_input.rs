@@ -582,3 +582,38 @@ fn a_termination_log_pipe_with_no_reader_neither_hangs_nor_changes_the_exit_code
         format!("pullcheck: termination log {fifo}: a named pipe with no reader")
     );
 }
+
+/// `check -f` with a list of a hundred thousand references ends near `--timeout` (the
+/// margin is for rendering on a loaded CI machine) with one line each: the dedupe was
+/// quadratic, 10^10 comparisons here, and alone outlasted the deadline (found by a
+/// newcomer's trial). Invalid references need no registry, so only the bookkeeping is timed.
+#[test]
+fn check_of_a_hundred_thousand_references_ends_near_its_timeout() {
+    let dir = temp_dir();
+    let list = dir.path().join("refs.txt");
+    let mut text = String::new();
+    for i in 0..100_000 {
+        text.push_str(&format!("reg.invalid/a{i}/UPPER:v1\n"));
+    }
+    // Duplicates are answered from the first one's result, in input order.
+    text.push_str("reg.invalid/a0/UPPER:v1\n");
+    std::fs::write(&list, text).unwrap();
+    let started = std::time::Instant::now();
+    let r = run(
+        &["check", "--timeout", "5", "-f", list.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    r.assert_code(10);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 100_001);
+    assert!(
+        lines[100_000].starts_with("invalid_reference reg.invalid/a0/UPPER:v1 "),
+        "{}",
+        lines[100_000]
+    );
+}
