@@ -268,7 +268,8 @@ run because a pull secret names one. The environment variable takes a comma-sepa
         help_heading = "Credentials",
         long_help = "Directory holding the user's Docker config.json; default $DOCKER_CONFIG, \
 then ~/.docker. Its auths, credHelpers and credsStore are used after the pull secrets, like \
-the kubelet's node keyring; helpers run with a 5 s deadline."
+the kubelet's node keyring; helpers run with a 5 s deadline. A DIR given here without a \
+config.json in it is a usage error (a typo would otherwise check anonymously)."
     )]
     pub docker_config: Option<PathBuf>,
 

@@ -51,6 +51,22 @@ pub(super) fn list_or_default(given: &[String], default: &[&str]) -> Vec<String>
 /// Build the keychain from pull secrets, the Docker config and the credential providers.
 pub(crate) fn keychain(a: &ResolveArgs) -> Result<Keychain, UsageError> {
     let secrets = load_pull_secrets(&a.pull_secrets).map_err(|e| UsageError(e.to_string()))?;
+    // An explicit --docker-config that holds no config.json is a typo, not "no credentials":
+    // checking anonymously would report the user's private images as unauthenticated.
+    // ($DOCKER_CONFIG and ~/.docker stay optional, as they are for docker.)
+    if let Some(dir) = a.docker_config.as_deref().filter(|_| !a.no_docker_config)
+        && !dir.join("config.json").exists()
+    {
+        let why = if dir.is_dir() {
+            "it holds no config.json"
+        } else {
+            "no such directory"
+        };
+        return Err(UsageError(format!(
+            "--docker-config {}: {why}; pass the directory that holds config.json (as docker's --config), or leave the flag out",
+            dir.display()
+        )));
+    }
     let docker = if a.no_docker_config {
         None
     } else {

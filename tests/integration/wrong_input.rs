@@ -617,3 +617,24 @@ fn check_of_a_hundred_thousand_references_ends_near_its_timeout() {
         lines[100_000]
     );
 }
+
+/// A mistyped `--docker-config` is a usage error naming it, not a silent anonymous check
+/// (which would call a private image unauthenticated; found by a newcomer's trial).
+#[test]
+fn a_docker_config_flag_without_a_config_json_is_refused() {
+    let dir = temp_dir();
+    let empty = dir.path().to_str().unwrap();
+    for (path, why) in [
+        ("/nonexistent/docker", "no such directory"),
+        (empty, "it holds no config.json"),
+    ] {
+        let r = run(&["check", "--docker-config", path, "r.example/app:v1"], &[]);
+        r.assert_code(2);
+        assert_eq!(
+            r.stderr,
+            format!(
+                "pullcheck: --docker-config {path}: {why}; pass the directory that holds config.json (as docker's --config), or leave the flag out\n"
+            )
+        );
+    }
+}
