@@ -79,7 +79,7 @@ without it lint exits 0 whatever it finds."
     #[arg(long = "output", short = 'o', value_name = "FORMAT", help_heading = "Output",
         value_enum, default_value_t = LintOutput::Text,
         long_help = "text: one line per finding, `FILE: document N: Kind ns/name: PATH: RULE: \
-message`. json: {\"schema_version\": 1, \"findings\": [{file, rule, kind, namespace, name, \
+message`. json: {\"schema_version\": 1, \"exit_code\": N, \"findings\": [{file, rule, kind, namespace, name, \
 document, path, message}]}.")]
     pub output: LintOutput,
 }
@@ -119,20 +119,20 @@ pub(crate) fn run(a: LintArgs) -> Result<u8, CliError> {
                 })
         })
         .collect();
+    let code = if a.strict && !findings.is_empty() {
+        code::LINT_FINDINGS
+    } else {
+        code::OK
+    };
     let body = match a.output {
         LintOutput::Text => findings
             .iter()
             .map(|f| line(f.file, &f.finding) + "\n")
             .collect::<String>(),
         LintOutput::Json => {
-            let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "findings": findings});
+            let doc = serde_json::json!({"schema_version": SCHEMA_VERSION, "exit_code": code, "findings": findings});
             crate::report::json::render(&doc)?
         }
-    };
-    let code = if a.strict && !findings.is_empty() {
-        code::LINT_FINDINGS
-    } else {
-        code::OK
     };
     super::print_result(&body, code)
 }

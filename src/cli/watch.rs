@@ -128,7 +128,7 @@ transient within the grace) don't count. Like git diff --exit-code, for scripts.
 
     /// Output format of --once, on stdout.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: a table. json: {\"schema_version\":1,\"pods\":[…]} (schema in docs/watch.md).")]
+        long_help = "text: a table. json: {\"schema_version\":1,\"exit_code\":N,\"pods\":[…]} (schema in docs/watch.md).")]
     pub output: Output,
 }
 
@@ -333,14 +333,14 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
                 return Ok(code);
             }
         };
-        let text = match a.output {
-            Output::Json => crate::watch::report_json(&report)?,
-            Output::Text => crate::watch::report_text(&report),
-        };
         let code = if a.exit_code {
             crate::watch::once_exit_code(&report)
         } else {
             crate::verdict::code::OK
+        };
+        let text = match a.output {
+            Output::Json => crate::watch::report_json(&report, code)?,
+            Output::Text => crate::watch::report_text(&report),
         };
         return super::print_result(&text, code);
     }

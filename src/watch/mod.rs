@@ -96,10 +96,12 @@ fn decision_text(a: &Assessment) -> (String, String) {
     }
 }
 
-/// `--once -o json`: `{"schema_version":1,"pods":[{namespace,name,container,image,reason,
-/// verdict,action,why,marked}]}`.
+/// `--once -o json`: `{"schema_version":1,"exit_code":N,"pods":[{namespace,name,container,
+/// image,reason,verdict,action,why,marked}]}`; `exit_code` is the process's, as in every other
+/// `-o json` document.
 pub(crate) fn report_json(
     report: &[Assessment],
+    exit_code: u8,
 ) -> Result<String, crate::report::json::RenderError> {
     let pods: Vec<Value> = report
         .iter()
@@ -129,6 +131,7 @@ pub(crate) fn report_json(
         .collect();
     crate::report::json::render(&json!({
         "schema_version": crate::report::json::SCHEMA_VERSION,
+        "exit_code": exit_code,
         "pods": pods,
     }))
 }

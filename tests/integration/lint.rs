@@ -238,6 +238,7 @@ fn binary_exit_codes_and_output_formats() {
     assert_eq!(code, i32::from(pullcheck::verdict::code::LINT_FINDINGS));
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["exit_code"], pullcheck::verdict::code::LINT_FINDINGS);
     assert_eq!(v["findings"].as_array().unwrap().len(), 10);
     assert_eq!(v["findings"][0]["document"], 2);
     assert_eq!(v["findings"][0]["rule"], "pullcheck-missing");

@@ -841,7 +841,7 @@ fn once_json_reports_what_the_watch_would_do_in_its_namespaces() {
     };
     assert_eq!(
         got,
-        json!({"schema_version": 1, "pods": [
+        json!({"schema_version": 1, "exit_code": 0, "pods": [
             row("a-job-0", &image, "not_found", "delete", format!("{text}: would mark and delete the pod")),
             row("b-bare", &image, "not_found", "event",
                 "not_found but the pod has no controller, so no Job fails with it: deleting it would only lose it; nothing done".into()),
