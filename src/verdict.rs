@@ -100,7 +100,7 @@ pub(crate) const EXIT_CODES: &[ExitCodeRow] = &[
     ExitCodeRow {
         code: 15,
         name: "unusable_artifact",
-        meaning: "an OCI artifact, not an image: the node's runtime can't run it or mount its content",
+        meaning: "an OCI artifact, not an image: the runtime can't run or mount it",
     },
     ExitCodeRow {
         code: 20,
