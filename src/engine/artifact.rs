@@ -155,7 +155,10 @@ fn describe(a: &Artifact) -> String {
             "OCI artifact {t} (config {}, {layers})",
             a.config_media_type
         ),
-        None => format!("OCI artifact with config {} ({layers})", a.config_media_type),
+        None => format!(
+            "OCI artifact with config {} ({layers})",
+            a.config_media_type
+        ),
     }
 }
 
@@ -212,7 +215,11 @@ mod tests {
         };
         let u = artifact_use(NodeRuntime::Containerd2, &a);
         assert_eq!(u.verdict, Verdict::UnusableArtifact);
-        assert!(u.detail.contains("its empty config lists no layer"), "{}", u.detail);
+        assert!(
+            u.detail.contains("its empty config lists no layer"),
+            "{}",
+            u.detail
+        );
     }
 
     #[test]

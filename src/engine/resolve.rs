@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use http::Method;
 
+use super::NodeRuntime;
+use super::artifact::{artifact_use, indexed_artifact_use};
 use super::classify;
 use super::host_loop::HostFailure;
 use super::outcome::{PlatformReport, PlatformResult};
 use super::resolution::{PlatformCheck, Route, SkipReason};
 use crate::credentials::Credential;
-use super::NodeRuntime;
-use super::artifact::{artifact_use, indexed_artifact_use};
 use crate::manifest::artifact::{self, Artifact, Shape};
 use crate::manifest::{self, Selection};
 use crate::platform::Platform;

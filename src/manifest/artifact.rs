@@ -152,14 +152,19 @@ mod tests {
 
     #[test]
     fn images_are_images() {
-        for config in [OCI_IMAGE_CONFIG, DOCKER_IMAGE_CONFIG, LEGACY_OCTET_STREAM_CONFIG] {
+        for config in [
+            OCI_IMAGE_CONFIG,
+            DOCKER_IMAGE_CONFIG,
+            LEGACY_OCTET_STREAM_CONFIG,
+        ] {
             let body = format!(
                 r#"{{"schemaVersion":2,"config":{{"mediaType":"{config}"}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip"}}]}}"#
             );
             assert_eq!(shape(body.as_bytes()), Some(Shape::Image), "{config}");
         }
         // An empty artifactType is no artifactType.
-        let body = format!(r#"{{"artifactType":"","config":{{"mediaType":"{OCI_IMAGE_CONFIG}"}}}}"#);
+        let body =
+            format!(r#"{{"artifactType":"","config":{{"mediaType":"{OCI_IMAGE_CONFIG}"}}}}"#);
         assert_eq!(shape(body.as_bytes()), Some(Shape::Image));
     }
 
