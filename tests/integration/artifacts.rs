@@ -434,3 +434,57 @@ fn explain_says_what_the_runtime_does_with_an_artifact() {
         "an OCI artifact passes with a warning: CRI-O mounts artifacts as image volumes but can't run one as a container"
     );
 }
+
+/// A Job injected before exit code 15 existed (FailJob on 10–14): `lint --strict` says the
+/// rule misses a permanent code, and `inject --fail-fast` rewrites it to 10–15.
+#[test]
+fn rules_injected_before_code_15_are_flagged_and_rewritten() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/job-pod-failure-policy.injected.yaml"),
+    )
+    .unwrap();
+    let old: String = example
+        .lines()
+        .filter(|l| l.trim() != "- 15")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(old.lines().count() + 1, example.lines().count());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.yaml");
+    std::fs::write(&file, &old).unwrap();
+    let path = file.to_str().unwrap();
+    let r = run(&["lint", "--strict", "-o", "json", "-f", path], &[]);
+    r.assert_code(30);
+    assert_eq!(
+        r.json()["findings"],
+        json!([{
+            "file": path,
+            "rule": "pod-failure-policy-without-pullcheck",
+            "kind": "Job",
+            "namespace": "media",
+            "name": "render",
+            "document": 1,
+            "path": "/spec/podFailurePolicy/rules",
+            "message": "podFailurePolicy lacks a FailJob rule for container pullcheck, codes 10-15",
+        }])
+    );
+    let r = run(
+        &[
+            "inject",
+            "--fail-fast",
+            "--image",
+            crate::support::CHECKER_IMAGE,
+            "-f",
+            path,
+        ],
+        &[],
+    );
+    r.assert_code(0);
+    let body: String = example
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(r.stdout, body);
+}
