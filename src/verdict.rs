@@ -27,6 +27,10 @@ pub(crate) enum Verdict {
     Unauthenticated,
     /// Unreachable, timeout, TLS failure, 5xx or 429 after retries (exit 20).
     Transient,
+    /// An OCI artifact (`artifactType`, or a config that is not an image config) that the
+    /// node's runtime pulls but can neither run as a container nor mount with its content
+    /// as an image volume (exit 15). The rule per runtime is `engine::artifact`.
+    UnusableArtifact,
 }
 
 /// Process exit codes other than verdicts.
@@ -94,6 +98,11 @@ pub(crate) const EXIT_CODES: &[ExitCodeRow] = &[
         meaning: "unauthenticated: no credentials matched (missing or private)",
     },
     ExitCodeRow {
+        code: 15,
+        name: "unusable_artifact",
+        meaning: "an OCI artifact, not an image: the runtime can't run or mount it",
+    },
+    ExitCodeRow {
         code: 20,
         name: "transient",
         meaning: "transient: unreachable, timeout, TLS, 5xx, 429 after retries",
@@ -107,13 +116,14 @@ pub(crate) const EXIT_CODES: &[ExitCodeRow] = &[
 
 impl Verdict {
     /// Every verdict, in exit-code order.
-    pub(crate) const ALL: [Verdict; 7] = [
+    pub(crate) const ALL: [Verdict; 8] = [
         Verdict::Pullable,
         Verdict::InvalidReference,
         Verdict::NotFound,
         Verdict::PlatformMissing,
         Verdict::Denied,
         Verdict::Unauthenticated,
+        Verdict::UnusableArtifact,
         Verdict::Transient,
     ];
 
@@ -126,6 +136,7 @@ impl Verdict {
             Verdict::PlatformMissing => 12,
             Verdict::Denied => 13,
             Verdict::Unauthenticated => 14,
+            Verdict::UnusableArtifact => 15,
             Verdict::Transient => 20,
         }
     }
@@ -139,6 +150,7 @@ impl Verdict {
             Verdict::PlatformMissing => "platform_missing",
             Verdict::Denied => "denied",
             Verdict::Unauthenticated => "unauthenticated",
+            Verdict::UnusableArtifact => "unusable_artifact",
             Verdict::Transient => "transient",
         }
     }
@@ -157,7 +169,7 @@ impl Verdict {
     /// `not_found`.
     pub(crate) const METHOD_NOT_ALLOWED: Verdict = Verdict::Transient;
 
-    /// True for the codes a podFailurePolicy should send to `FailJob` (10–14).
+    /// True for the codes a podFailurePolicy should send to `FailJob` (10–15).
     pub(crate) fn is_permanent(self) -> bool {
         matches!(
             self,
@@ -166,17 +178,21 @@ impl Verdict {
                 | Verdict::PlatformMissing
                 | Verdict::Denied
                 | Verdict::Unauthenticated
+                | Verdict::UnusableArtifact
         )
     }
 
     /// True for the failures no other credential can change (invalid reference, not found,
-    /// platform missing): what the Kueue admission check rejects on. Denied and
-    /// unauthenticated are permanent for a pod, but the nodes may hold credentials
-    /// pullcheck lacks.
+    /// platform missing, an unusable artifact): what the Kueue admission check rejects on.
+    /// Denied and unauthenticated are permanent for a pod, but the nodes may hold
+    /// credentials pullcheck lacks.
     pub(crate) fn is_permanent_failure(self) -> bool {
         matches!(
             self,
-            Verdict::InvalidReference | Verdict::NotFound | Verdict::PlatformMissing
+            Verdict::InvalidReference
+                | Verdict::NotFound
+                | Verdict::PlatformMissing
+                | Verdict::UnusableArtifact
         )
     }
 
@@ -188,7 +204,7 @@ impl Verdict {
         match self {
             Verdict::Pullable => 6,
             Verdict::InvalidReference => 5,
-            Verdict::NotFound | Verdict::PlatformMissing => 4,
+            Verdict::NotFound | Verdict::PlatformMissing | Verdict::UnusableArtifact => 4,
             Verdict::Transient => 3,
             Verdict::Denied => 2,
             Verdict::Unauthenticated => 1,
@@ -212,7 +228,7 @@ impl fmt::Display for Verdict {
 }
 
 /// The exit code for a run over several images: the lowest permanent code among them
-/// (10–14), else 20 if any was transient, else 0.
+/// (10–15), else 20 if any was transient, else 0.
 pub(crate) fn combined_exit_code(verdicts: impl IntoIterator<Item = Verdict>) -> u8 {
     let mut lowest_permanent: Option<u8> = None;
     let mut transient = false;
@@ -262,6 +278,8 @@ mod tests {
         );
         assert_eq!(combined_exit_code([Denied, PlatformMissing]), 12);
         assert_eq!(combined_exit_code([InvalidReference, Transient]), 10);
+        assert_eq!(combined_exit_code([Transient, UnusableArtifact]), 15);
+        assert_eq!(combined_exit_code([UnusableArtifact, NotFound]), 11);
         assert_eq!(combined_exit_code(std::iter::empty()), 0);
     }
 
@@ -286,6 +304,6 @@ mod tests {
             let row = EXIT_CODES.iter().find(|r| r.name == v.as_str()).unwrap();
             assert_eq!(row.code, v.exit_code(), "{v}");
         }
-        assert_eq!(EXIT_CODES.len(), 10);
+        assert_eq!(EXIT_CODES.len(), 11);
     }
 }

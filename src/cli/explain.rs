@@ -51,6 +51,9 @@ struct Explanation {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     credential_providers: Vec<String>,
     platform: String,
+    /// What the node's runtime (`--node-runtime`) does with an OCI artifact, should the tag
+    /// resolve to one (`engine::artifact`).
+    artifacts: &'static str,
     /// The `--node-credentials` pattern the registry matches (a 14 there passes, assumed).
     #[serde(skip_serializing_if = "Option::is_none")]
     node_credentials: Option<String>,
@@ -169,6 +172,7 @@ pub(crate) async fn run(a: ExplainArgs) -> Result<u8, CliError> {
         credentials,
         credential_providers,
         platform,
+        artifacts: crate::engine::artifact_plan_line(plan.node_runtime),
         node_credentials: resolution.node_credentials.clone(),
         no_route: resolution.require_route().err().map(|e| e.to_string()),
     };
@@ -246,6 +250,7 @@ fn render(ex: &Explanation) -> String {
         s.push_str(&format!("provider:     {p}\n"));
     }
     s.push_str(&format!("platform:     {}\n", ex.platform));
+    s.push_str(&format!("artifacts:    {}\n", ex.artifacts));
     if let Some(p) = &ex.node_credentials {
         s.push_str(&format!(
             "node creds:   {} matches --node-credentials {p}: if no credential is accepted, check reports assumed pullable\n",

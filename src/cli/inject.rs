@@ -94,7 +94,7 @@ repeat for several (--check-arg=--hosts-dir=/etc/containerd/certs.d)."
         long = "fail-fast",
         help_heading = "Job policy",
         long_help = "For batch Jobs, CronJob job templates and JobSet jobs whose pod template has \
-restartPolicy Never: put rules first in podFailurePolicy sending pullcheck's codes 10-14 to \
+restartPolicy Never: put rules first in podFailurePolicy sending pullcheck's codes 10-15 to \
 FailJob and 20 to Count (see --transient). A restartPolicy is never changed: a warning says why \
 the policy was not set. Kubeflow jobs get warnings about restartPolicy and runPolicy."
     )]

@@ -175,7 +175,7 @@ match."
     #[arg(
         long = "fail-fast",
         help_heading = "Mutation",
-        long_help = "Also put pullcheck's rules first in the Job-level podFailurePolicy (codes 10-14 fail the Job), as `pullcheck inject --fail-fast` does."
+        long_help = "Also put pullcheck's rules first in the Job-level podFailurePolicy (codes 10-15 fail the Job), as `pullcheck inject --fail-fast` does."
     )]
     pub fail_fast: bool,
 

@@ -16,6 +16,8 @@
 //! `explain` prints it. Each credential-and-endpoint try is a value ([`resolve`]'s
 //! `Attempt`); the best one becomes the [`Outcome`].
 
+mod artifact;
+pub(crate) use artifact::plan_line as artifact_plan_line;
 pub(crate) mod classify;
 pub(crate) mod handover;
 mod host_loop;
@@ -282,6 +284,7 @@ impl Engine {
             reference: &plan.reference,
             credential,
             deadline,
+            runtime: self.plan.node_runtime,
         };
         let runtime = self.plan.node_runtime;
         let mut kept: Option<Attempt> = None;
@@ -392,6 +395,7 @@ fn outcome(base: Outcome, a: Attempt, credential: Option<&Credential>) -> Outcom
         digest: a.digest,
         media_type: a.media_type,
         platform: a.platform,
+        artifact: a.artifact,
         endpoint: a.endpoint,
         credential: credential.map(|c| c.source.to_string()),
         warnings: a.warnings,

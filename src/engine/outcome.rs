@@ -1,5 +1,6 @@
 //! The result of checking one image: the verdict and the facts behind it.
 
+use crate::manifest::artifact::Artifact;
 use crate::registry::quota::Quota;
 use crate::verdict::Verdict;
 
@@ -15,6 +16,9 @@ pub(crate) enum PlatformResult {
     NoPlatformField,
     /// A single-platform manifest: containerd does not filter it by platform.
     SingleManifest,
+    /// An OCI artifact (the outcome's `artifact` says which): it has no platform, and
+    /// containerd matches none for a single manifest.
+    Artifact,
     /// The check was skipped on purpose (`--platform any`, a metered registry).
     NotChecked,
     /// The index has no entry for the target.
@@ -86,6 +90,10 @@ pub(crate) struct Outcome {
     pub media_type: Option<String>,
     /// Platform check.
     pub platform: PlatformReport,
+    /// What the tag resolved to when it is an OCI artifact, not an image (the chosen index
+    /// entry's, for an index).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
     /// The reference's registry (`docker.io`).
     pub registry: Option<String>,
     /// The endpoint host that gave the verdict (a mirror or the upstream).
@@ -119,6 +127,7 @@ impl Outcome {
             digest: None,
             media_type: None,
             platform: PlatformReport::default(),
+            artifact: None,
             registry: None,
             endpoint: None,
             credential: None,

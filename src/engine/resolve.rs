@@ -6,11 +6,14 @@ use std::time::Instant;
 
 use http::Method;
 
+use super::NodeRuntime;
+use super::artifact::{artifact_use, indexed_artifact_use};
 use super::classify;
 use super::host_loop::HostFailure;
 use super::outcome::{PlatformReport, PlatformResult};
 use super::resolution::{PlatformCheck, Route, SkipReason};
 use crate::credentials::Credential;
+use crate::manifest::artifact::{self, Artifact, Shape};
 use crate::manifest::{self, Selection};
 use crate::platform::Platform;
 use crate::reference::{Digest, Reference};
@@ -41,6 +44,8 @@ pub(super) struct Attempt {
     pub digest: Option<String>,
     pub media_type: Option<String>,
     pub platform: PlatformReport,
+    /// The OCI artifact the tag (or the chosen index entry) resolved to.
+    pub artifact: Option<Artifact>,
     /// The endpoint host, once one was tried.
     pub endpoint: Option<String>,
     pub warnings: Vec<String>,
@@ -62,6 +67,7 @@ impl Attempt {
             digest: None,
             media_type: None,
             platform: PlatformReport::default(),
+            artifact: None,
             endpoint: None,
             warnings: Vec::new(),
             quota: None,
@@ -127,6 +133,9 @@ pub(super) struct Resolver<'a> {
     pub reference: &'a Reference,
     pub credential: Option<&'a Credential>,
     pub deadline: Instant,
+    /// The node's runtime, which decides what an OCI artifact is worth
+    /// ([`super::artifact::artifact_use`]).
+    pub runtime: NodeRuntime,
 }
 
 /// How many nested indexes are walked below the first. containerd has no limit
@@ -219,6 +228,13 @@ impl Resolver<'_> {
             .collect::<Vec<_>>()
             .join(",");
         if !resp.media_type.as_deref().is_some_and(manifest::is_index) {
+            // A GET read the body: an OCI artifact is told from an image here (a HEAD on a
+            // metered registry reads none, and says nothing about it).
+            if let Some(Shape::Artifact(a)) = resp.body.as_deref().and_then(artifact::shape)
+                && !a.has_image_config()
+            {
+                return self.single_artifact(a, target_text, attempt);
+            }
             return Attempt {
                 platform: PlatformReport {
                     target: Some(target_text),
@@ -257,6 +273,27 @@ impl Resolver<'_> {
         };
         self.index(route, &body, targets, target_text, margin, attempt)
             .await
+    }
+
+    /// A single manifest that is an OCI artifact: no platform to match, and the verdict is
+    /// what the node's runtime does with it.
+    fn single_artifact(&self, a: Artifact, target_text: String, attempt: Attempt) -> Attempt {
+        let u = artifact_use(self.runtime, &a);
+        let mut attempt = Attempt {
+            platform: PlatformReport {
+                target: Some(target_text),
+                result: PlatformResult::Artifact,
+                note: Some(
+                    "an OCI artifact has no platform; containerd matches none for a single manifest"
+                        .into(),
+                ),
+                ..Default::default()
+            },
+            artifact: Some(a),
+            ..attempt
+        };
+        attempt.warnings.extend(u.warning);
+        attempt.with(u.verdict, u.detail)
     }
 
     /// The platform step on an index: choose the child the node pulls, then HEAD it.
@@ -329,8 +366,37 @@ impl Resolver<'_> {
                 attempt.platform.child_digest = Some(leaf.digest.clone());
             }
             // The chosen child must exist too: HEAD by digest (pull capability suffices).
-            return match self.fetch(route, &leaf.digest, Method::HEAD).await {
-                Ok(_) => attempt.found(),
+            // A child without a platform is matched by containerd from its config, so it is
+            // read (GET, where a GET is not a metered pull) to tell an OCI artifact.
+            let platformless = leaf.platform.is_none() && margin.is_none();
+            let method = if platformless {
+                Method::GET
+            } else {
+                Method::HEAD
+            };
+            return match self.fetch(route, &leaf.digest, method).await {
+                Ok(resp) => {
+                    let verified = Digest::parse(&leaf.digest)
+                        .ok()
+                        .zip(resp.body.as_deref())
+                        .filter(|(d, body)| d.verify(body));
+                    match verified.and_then(|(_, body)| artifact::shape(body)) {
+                        Some(Shape::Artifact(a)) if platformless && !a.has_image_config() => {
+                            let u = indexed_artifact_use(self.runtime, &a, &leaf.digest);
+                            // "matches any platform" is not so for an artifact.
+                            let any = attempt.platform.note.take();
+                            attempt.warnings.retain(|w| Some(w) != any.as_ref());
+                            attempt.platform.note = Some(
+                                "an index entry without a platform is matched by its config, and an OCI artifact's config has no platform".into(),
+                            );
+                            attempt.platform.result = PlatformResult::Artifact;
+                            attempt.artifact = Some(a);
+                            attempt.warnings.extend(u.warning);
+                            attempt.with(u.verdict, u.detail)
+                        }
+                        _ => attempt.found(),
+                    }
+                }
                 Err(e) => {
                     let (v, detail) = classify::verdict_for(&e);
                     let detail = format!(

@@ -338,12 +338,12 @@ fn job_findings(cx: &mut Ctx<'_>, job: &str, template: &str) {
         None => cx.push(
             rule::POD_FAILURE_POLICY,
             format!("{job}/podFailurePolicy"),
-            "no podFailurePolicy: pullcheck's permanent codes 10-14 don't fail the Job at once",
+            "no podFailurePolicy: pullcheck's permanent codes 10-15 don't fail the Job at once",
         ),
         Some(p) if !covers_pullcheck_codes(p) => cx.push(
             rule::POD_FAILURE_POLICY_CODES,
             format!("{job}/podFailurePolicy/rules"),
-            "podFailurePolicy lacks a FailJob rule for container pullcheck, codes 10-14",
+            "podFailurePolicy lacks a FailJob rule for container pullcheck, codes 10-15",
         ),
         Some(_) => {}
     }

@@ -15,7 +15,7 @@ use crate::verdict::Verdict;
 /// The most rules a Job's podFailurePolicy may have (batch validation).
 pub(crate) const MAX_POD_FAILURE_RULES: usize = 20;
 
-/// pullcheck's permanent exit codes (10–14), from [`Verdict::is_permanent`].
+/// pullcheck's permanent exit codes (10–15), from [`Verdict::is_permanent`].
 pub(crate) fn permanent_codes() -> Vec<u8> {
     Verdict::ALL
         .iter()

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::platform::Platform;
 
+pub mod artifact;
 mod select;
 pub use select::{Selection, select};
 

@@ -31,10 +31,16 @@ pub(crate) fn line(o: &Outcome) -> String {
     s
 }
 
-/// The platform step in words, e.g. `platform linux/amd64 (single-platform image)`; the JSON
-/// document keeps the structured `platform` object. `None` when the step was not reached.
+/// The platform step in words, e.g. `platform linux/amd64 (single-platform image)`, or for
+/// an OCI artifact `artifact TYPE (no platform)`; the JSON document keeps the structured
+/// `platform` and `artifact` objects. `None` when the step was not reached.
 fn platform(o: &Outcome) -> Option<String> {
     let p = &o.platform;
+    if p.result == PlatformResult::Artifact {
+        // An artifact has no platform to name: say what it is instead.
+        let what = o.artifact.as_ref().map_or("?", |a| a.type_name());
+        return Some(format!("artifact {} (no platform)", super::printable(what)));
+    }
     let Some(target) = &p.target else {
         // Why it was skipped is the note printed under the line.
         return (p.result == PlatformResult::NotChecked).then(|| "platform not verified".into());
@@ -49,6 +55,7 @@ fn platform(o: &Outcome) -> Option<String> {
         PlatformResult::Fallback => format!("only a fallback matches in the index{entry}"),
         PlatformResult::NoPlatformField => "an index entry without a platform matches".into(),
         PlatformResult::SingleManifest => "single-platform image".into(),
+        PlatformResult::Artifact => unreachable!("named above"),
         PlatformResult::Missing => "not in the index".into(),
         PlatformResult::NotChecked => "not verified".into(),
         PlatformResult::NotReached => return None,

@@ -145,7 +145,10 @@ fn by_verdict(inputs: &Inputs) -> Decision {
         | Verdict::NotFound
         | Verdict::PlatformMissing
         | Verdict::Denied
-        | Verdict::Unauthenticated => Decision::Act { verdict: kubelet },
+        | Verdict::Unauthenticated
+        // Never classified from a kubelet message (containerd's pull of an artifact
+        // succeeds: engine::artifact), but permanent like the others if it were.
+        | Verdict::UnusableArtifact => Decision::Act { verdict: kubelet },
         Verdict::Transient => match inputs.transient_grace {
             None => Decision::EventOnly {
                 why: Why::TransientGraceOff,

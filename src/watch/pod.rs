@@ -263,6 +263,7 @@ pub(crate) fn condition_reason(v: Verdict) -> &'static str {
         Verdict::PlatformMissing => "PlatformMissing",
         Verdict::Denied => "Denied",
         Verdict::Unauthenticated => "Unauthenticated",
+        Verdict::UnusableArtifact => "UnusableArtifact",
         Verdict::Transient => "Transient",
     }
 }

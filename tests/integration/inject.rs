@@ -128,7 +128,7 @@ fn pod_failure_policy_rules_are_exact_and_merged_in_front_without_duplicates() {
     let rule = |action: &str, codes: Value| json!({"action": action, "onExitCodes": {"containerName": "pullcheck", "operator": "In", "values": codes}});
     // The watch's condition rule first: a deleted pod's containers end with 137, which a
     // user's exit-code rule could otherwise match first.
-    let want = json!([WATCH_RULE.clone(), rule("FailJob", json!([10, 11, 12, 13, 14])), rule("Count", json!([20])),
+    let want = json!([WATCH_RULE.clone(), rule("FailJob", json!([10, 11, 12, 13, 14, 15])), rule("Count", json!([20])),
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]);
     assert_eq!(v["spec"]["podFailurePolicy"]["rules"], want);
     run(&mut v, &fail_fast());
@@ -597,7 +597,7 @@ fn transient_restart_puts_a_restart_rule_on_the_init_container_and_keeps_count()
         v["spec"]["podFailurePolicy"]["rules"],
         json!([
             WATCH_RULE.clone(),
-            rule("FailJob", json!([10, 11, 12, 13, 14])),
+            rule("FailJob", json!([10, 11, 12, 13, 14, 15])),
             rule("Count", json!([20]))
         ])
     );

@@ -154,7 +154,7 @@ fn built_in_examples_deserialize_into_k8s_openapi_types() {
         assert_eq!(rules[1].action, "FailJob", "{name}");
         assert_eq!(
             rules[1].on_exit_codes.as_ref().unwrap().values,
-            vec![10, 11, 12, 13, 14]
+            vec![10, 11, 12, 13, 14, 15]
         );
     }
     let v = injected("cronjob");

@@ -1,4 +1,5 @@
 mod apiserver;
+mod artifacts;
 mod auth_sources;
 mod check_auth;
 mod check_options;

@@ -262,6 +262,7 @@ pull-secret keys not used for 127.0.0.1:5443/app (kubelet keyring rules):
   - pull secret {secret} key 127.0.0.1:5443/team: path: the key's /team is not a prefix of the image's /app
   - pull secret {secret} key 127.0.0.1: port: the key has no port, the image's registry has port 5443; ports must be equal
 platform:     linux/amd64
+artifacts:    an OCI artifact (artifactType, or a config that is not an image config) is unusable_artifact (15): containerd can't run it, and mounts as an image volume only one with image layers its own config lists (those pass with a warning)
 "
         )
     );

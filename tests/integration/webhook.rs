@@ -162,7 +162,7 @@ fn warnings(resp: &Value) -> Vec<String> {
 /// denial carries no warnings: kubectl would print them before the reason).
 const DENIAL_FINDINGS: &str = "\nalso (not why it was denied):
 - no pullcheck init container: run `pullcheck inject` so a missing image fails the pod
-- no podFailurePolicy: pullcheck's permanent codes 10-14 don't fail the Job at once
+- no podFailurePolicy: pullcheck's permanent codes 10-15 don't fail the Job at once
 - no activeDeadlineSeconds: nothing bounds a pod stuck pulling an image
 - no ttlSecondsAfterFinished: finished Jobs and pods linger";
 
