@@ -495,12 +495,7 @@ mod tests {
     #[test]
     fn the_namespace_is_all_with_a_then_the_flag_then_the_contexts_then_unnamed() {
         let s = |flag: Option<&str>, all, ctx: Option<&str>, unnamed| {
-            namespace_scope(
-                flag.map(String::from),
-                all,
-                ctx.map(String::from),
-                unnamed,
-            )
+            namespace_scope(flag.map(String::from), all, ctx.map(String::from), unnamed)
         };
         // kubectl get -n b -A lists every namespace: -A wins.
         assert_eq!(s(Some("b"), true, Some("team-a"), Unnamed::Default), None);

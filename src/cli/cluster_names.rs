@@ -51,7 +51,8 @@ pub(crate) fn namespaces(kubeconfig: Option<PathBuf>, context: Option<String>) -
         return Vec::new();
     };
     let mut url = client.url(&["api", "v1", "namespaces"]);
-    url.query_pairs_mut().append_pair("limit", &PAGE.to_string());
+    url.query_pairs_mut()
+        .append_pair("limit", &PAGE.to_string());
     let listed = rt.block_on(async {
         // The limits bound each request; the outer timeout also bounds the exec plugin.
         let limits = Limits::new(LIST_TIMEOUT, MAX_BODY);

@@ -120,11 +120,19 @@ fn completion_offers_the_kubeconfigs_contexts_and_its_clusters_namespaces_within
     // --kubeconfig typed before, in either spelling, is the only file read.
     let b_path = b.to_str().unwrap();
     assert_eq!(
-        complete(Some(&var), &["audit", "--kubeconfig", b_path, "--context", ""]).0,
+        complete(
+            Some(&var),
+            &["audit", "--kubeconfig", b_path, "--context", ""]
+        )
+        .0,
         "dev\nstaging\n:4\n"
     );
     assert_eq!(
-        complete(None, &["watch", &format!("--kubeconfig={b_path}"), "--context", ""]).0,
+        complete(
+            None,
+            &["watch", &format!("--kubeconfig={b_path}"), "--context", ""]
+        )
+        .0,
         "dev\nstaging\n:4\n"
     );
     // No kubeconfig (HOME points nowhere): no contexts, no namespaces, at once.
