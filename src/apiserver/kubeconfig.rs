@@ -171,10 +171,17 @@ pub(crate) fn why_none(env: &Environment) -> String {
     }
 }
 
+/// The kubeconfig files read and merged.
+struct Read {
+    /// What named the files: `--kubeconfig`, `$KUBECONFIG` or `~/.kube/config`.
+    by: &'static str,
+    /// The files, in merge order.
+    files: Vec<PathBuf>,
+    merged: Merged,
+}
+
 /// Every file of `env` read and merged, with what named them; `None`: no kubeconfig.
-fn read_merged(
-    env: &Environment,
-) -> Result<Option<(&'static str, Vec<PathBuf>, Merged)>, KubeconfigError> {
+fn read_merged(env: &Environment) -> Result<Option<Read>, KubeconfigError> {
     let Some((by, files)) = files(env) else {
         return Ok(None);
     };
@@ -197,14 +204,14 @@ fn read_merged(
         };
         merged.add(f, raw)?;
     }
-    Ok(Some((by, files, merged)))
+    Ok(Some(Read { by, files, merged }))
 }
 
 /// The context names of the kubeconfig `env` selects, sorted (shell completion of
 /// `--context`). Empty when there is none or it can't be read: completion stays silent.
 pub(crate) fn context_names(env: &Environment) -> Vec<String> {
     match read_merged(env) {
-        Ok(Some((_, _, merged))) => merged.contexts.into_keys().collect(),
+        Ok(Some(read)) => read.merged.contexts.into_keys().collect(),
         _ => Vec::new(),
     }
 }
@@ -215,7 +222,7 @@ pub(crate) fn select(
     env: &Environment,
     context: Option<&str>,
 ) -> Result<Option<Loaded>, KubeconfigError> {
-    let Some((by, files, merged)) = read_merged(env)? else {
+    let Some(Read { by, files, merged }) = read_merged(env)? else {
         return match context {
             Some(c) => Err(KubeconfigError::ContextWithoutKubeconfig(c.to_string())),
             None => Ok(None),
