@@ -22,12 +22,13 @@ CRANE_VERSION=v0.22.1        # crane (github.com/google/go-containerregistry)
 REGCTL_VERSION=v0.11.7       # regctl (github.com/regclient/regclient)
 ECR_PROVIDER_VERSION=v1.35.3 # ecr-credential-provider (k8s.io/cloud-provider-aws; follows the k8s minor)
 KUEUE_VERSION=v0.19.2        # kueue controller manager (sigs.k8s.io/kueue; issue 23's harness)
+KREW_VERSION=v0.5.0          # krew (sigs.k8s.io/krew; scripts/krew-test.sh installs the plugin with it)
 # Bump when a build recipe (flags, wrapper module) changes, to force rebuilds.
 RECIPE=1
 
 ALL_TOOLS=(etcd kube-apiserver kubectl helm crane regctl)
 # Built only when named (scripts/provider-e2e.sh does): not needed by scripts/test.sh.
-EXTRA_TOOLS=(ecr-credential-provider kueue)
+EXTRA_TOOLS=(ecr-credential-provider kueue krew)
 
 TOOLS_DIR=${PULLCHECK_TOOLS:-${HOME:-/root}/.cache/pullcheck-tools}
 BIN_DIR=$TOOLS_DIR/bin
@@ -60,6 +61,7 @@ version_of() {
     regctl) echo "$REGCTL_VERSION" ;;
     ecr-credential-provider) echo "$ECR_PROVIDER_VERSION" ;;
     kueue) echo "$KUEUE_VERSION" ;;
+    krew) echo "$KREW_VERSION" ;;
     *) return 1 ;;
   esac
 }
@@ -300,6 +302,12 @@ build_regctl() {
 build_kueue() {
   # The module has no replace directives, so `go install PKG@VERSION` builds it as pinned.
   go_install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "-s -w"
+}
+build_krew() {
+  # No replace directives either. The two stamps are the ones krew's release build sets
+  # (internal/version), so `krew version` names the pin rather than "unknown".
+  go_install_tool krew "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION" \
+    "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION -X sigs.k8s.io/krew/internal/version.gitCommit=$KREW_VERSION"
 }
 go_install_tool() { # TOOL PKG@VERSION LDFLAGS
   local out; out=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")

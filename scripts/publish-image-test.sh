@@ -109,6 +109,15 @@ check "... and injects it (--inject-image)" grep -qF -- "- --inject-image=$treg/
 check "prints the helm install oci:// command" \
   grep -qxF "  helm install pullcheck oci://$treg/tools/charts/pullcheck --version $chart_version -n pullcheck-system --create-namespace" "$work/tls.out"
 
+# The kubectl plugin beside the image: each archive printed with the sha256 plugin.yaml names.
+manifest=$(sed -n 's/^krew manifest: //p' "$work/tls.out")
+check "prints the krew manifest ($manifest)" [ -f "$manifest" ]
+for arch in amd64 arm64; do
+  read -r archive sum < <(sed -n "s|^krew archive: \(.*\) \([0-9a-f]*\) linux/$arch\$|\1 \2|p" "$work/tls.out")
+  check "krew archive for linux/$arch: sha256 as printed and in plugin.yaml ($sum)" \
+    [ "$(sha256sum <"${archive:-/dev/null}" | cut -d' ' -f1)/$(grep -c "^    sha256: $sum\$" "$manifest")" = "$sum/1" ]
+done
+
 # Without the CA, TLS is verified and the push fails (nothing is sent in the clear).
 publish "$work/untrusted.out" "$treg/tools/pullcheck:untrusted"
 check "without --dest-cert-dir the untrusted certificate fails the push (exit $RC)" [ "$RC" != 0 ]

@@ -5,7 +5,7 @@
 # first step of an install.
 #
 #   scripts/publish-image.sh [--dest-tls-verify=false] [--dest-cert-dir DIR] [--no-chart]
-#                            REGISTRY/REPO[:TAG]
+#                            [--krew-uri-base URL] REGISTRY/REPO[:TAG]
 #
 #   REGISTRY/REPO:TAG       where to push, e.g. registry.example.com/tools/pullcheck:0.1.0
 #                           (default TAG: the crate version from Cargo.toml)
@@ -13,6 +13,8 @@
 #                           (only for a registry you run yourself on a trusted network)
 #   --dest-cert-dir DIR     trust the CA certificates (*.crt) in DIR for the registry
 #   --no-chart              push the image only
+#   --krew-uri-base URL     where you will host the kubectl plugin archives (the manifest's
+#                           `uri`s; default a placeholder, see scripts/krew-manifest.sh)
 #
 # The image is an OCI image index over linux/amd64 and linux/arm64 (`platforms` below, the
 # chart's default clusterPlatforms; scripts/helm-check.sh fails when the two differ): static
@@ -28,9 +30,13 @@
 # skopeo's and helm's usual places: run `skopeo login REGISTRY` and `helm registry login
 # REGISTRY` first (both read ~/.docker/config.json too).
 #
+# The same static binaries become the kubectl plugin: one archive per platform and the krew
+# manifest plugin.yaml with their sha256 (scripts/krew-manifest.sh), written to
+# ${CARGO_TARGET_DIR:-target}/krew; upload the archives under --krew-uri-base.
+#
 # On stdout: the pushed reference, the index digest, each platform's manifest, the pinned
-# reference, the chart reference and the helm and inject commands that use them; build
-# progress goes to stderr. The digest is the one skopeo wrote to the registry (its
+# reference, the chart reference, the krew manifest and the helm, inject and krew commands
+# that use them; build progress goes to stderr. The digest is the one skopeo wrote to the registry (its
 # --digestfile), i.e. what the registry serves for the tag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +44,7 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 # The platforms of the image, in index order (see the header).
 platforms=(amd64 arm64)
-tls=() dest='' chart=1
+tls=() dest='' chart=1 krew_uri=()
 while [ $# -gt 0 ]; do
   case $1 in
     --dest-tls-verify=false) tls=(--dest-tls-verify=false); shift ;;
@@ -46,6 +52,9 @@ while [ $# -gt 0 ]; do
                      tls+=(--dest-cert-dir "$2"); shift 2 ;;
     --dest-cert-dir=*) tls+=(--dest-cert-dir "${1#*=}"); shift ;;
     --no-chart) chart=0; shift ;;
+    --krew-uri-base) [ $# -ge 2 ] || { echo "publish-image: --krew-uri-base needs a URL" >&2; exit 2; }
+                     krew_uri=(--uri-base "$2"); shift 2 ;;
+    --krew-uri-base=*) krew_uri=(--uri-base "${1#*=}"); shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "publish-image: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$dest" ] || { echo "publish-image: one destination only (got '$dest' and '$1')" >&2; exit 2; }
@@ -81,6 +90,8 @@ mapfile -t bins < <(scripts/build-static.sh "${platforms[@]}" | cut -d' ' -f1)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+krew_dir=${CARGO_TARGET_DIR:-target}/krew
+scripts/krew-manifest.sh --out "$krew_dir" ${krew_uri[@]+"${krew_uri[@]}"} "${bins[@]}" >"$work/krew.out"
 layout=${CARGO_TARGET_DIR:-target}/image/publish
 scripts/build-image.sh --out "$layout" --tag "$tag" "${bins[@]}" >"$work/build.out"
 sed 's/^/publish-image: /' "$work/build.out" >&2
@@ -100,6 +111,7 @@ echo "pushed: $dest"
 echo "digest: $digest"
 sed -n 's/^manifest: */platform: /p' "$work/build.out"
 echo "pinned: $repo@$digest"
+sed -n 's/^archive: /krew archive: /p; s/^manifest: /krew manifest: /p' "$work/krew.out"
 
 chart_ref=
 if [ "$chart" = 1 ]; then
@@ -153,4 +165,6 @@ cat <<EOF
     --set image.repository=$repo --set image.digest=$digest
 or inject it as an init container:
   pullcheck inject --image $repo@$digest -f job.yaml
+Install the kubectl plugin (krew; the archive of your platform):
+  kubectl krew install --manifest=$krew_dir/plugin.yaml --archive=$krew_dir/kubectl-pullcheck_linux_amd64.tar.gz
 EOF

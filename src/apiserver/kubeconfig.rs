@@ -171,17 +171,19 @@ pub(crate) fn why_none(env: &Environment) -> String {
     }
 }
 
-/// The kubeconfig's API server, or `None` when there is no kubeconfig at all (the caller
-/// goes on to in-cluster). `context`: `--context`, else the merged `current-context`.
-pub(crate) fn select(
-    env: &Environment,
-    context: Option<&str>,
-) -> Result<Option<Loaded>, KubeconfigError> {
+/// The kubeconfig files read and merged.
+struct Read {
+    /// What named the files: `--kubeconfig`, `$KUBECONFIG` or `~/.kube/config`.
+    by: &'static str,
+    /// The files, in merge order.
+    files: Vec<PathBuf>,
+    merged: Merged,
+}
+
+/// Every file of `env` read and merged, with what named them; `None`: no kubeconfig.
+fn read_merged(env: &Environment) -> Result<Option<Read>, KubeconfigError> {
     let Some((by, files)) = files(env) else {
-        return match context {
-            Some(c) => Err(KubeconfigError::ContextWithoutKubeconfig(c.to_string())),
-            None => Ok(None),
-        };
+        return Ok(None);
     };
     let mut merged = Merged::default();
     for f in &files {
@@ -202,6 +204,30 @@ pub(crate) fn select(
         };
         merged.add(f, raw)?;
     }
+    Ok(Some(Read { by, files, merged }))
+}
+
+/// The context names of the kubeconfig `env` selects, sorted (shell completion of
+/// `--context`). Empty when there is none or it can't be read: completion stays silent.
+pub(crate) fn context_names(env: &Environment) -> Vec<String> {
+    match read_merged(env) {
+        Ok(Some(read)) => read.merged.contexts.into_keys().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The kubeconfig's API server, or `None` when there is no kubeconfig at all (the caller
+/// goes on to in-cluster). `context`: `--context`, else the merged `current-context`.
+pub(crate) fn select(
+    env: &Environment,
+    context: Option<&str>,
+) -> Result<Option<Loaded>, KubeconfigError> {
+    let Some(Read { by, files, merged }) = read_merged(env)? else {
+        return match context {
+            Some(c) => Err(KubeconfigError::ContextWithoutKubeconfig(c.to_string())),
+            None => Ok(None),
+        };
+    };
     let joined = || {
         files
             .iter()

@@ -381,7 +381,7 @@ pub(crate) struct ApiServerArgs {
         value_name = "NAME",
         conflicts_with = "apiserver",
         help_heading = "Kubernetes API",
-        long_help = "The kubeconfig context to use instead of current-context. Its namespace is the default for -n, as in kubectl (-A: every namespace)."
+        long_help = "The kubeconfig context to use instead of its current-context, as kubectl's --context. Its cluster, user and (for commands that list: watch, audit) namespace are used."
     )]
     pub context: Option<String>,
 }
@@ -448,6 +448,36 @@ impl ApiServerArgs {
     }
 }
 
+/// What a listing command looks at when neither `-n`, `-A` nor the kubeconfig context
+/// names a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unnamed {
+    /// The namespace `default`, as kubectl.
+    Default,
+    /// Every namespace (the watch run as a controller, in-cluster or with `--apiserver`).
+    All,
+}
+
+/// The namespace a listing command (`watch`, `audit`) looks at, `None` for every one, as
+/// kubectl chooses (`k8s.io/cli-runtime`'s `ToRawKubeConfigLoader().Namespace()` and
+/// `kubectl get`'s `--all-namespaces`): `-A` wins (kubectl ignores `-n` beside it), then
+/// `-n`, then the kubeconfig context's namespace, then `unnamed`.
+pub(crate) fn namespace_scope(
+    flag: Option<String>,
+    all: bool,
+    context: Option<String>,
+    unnamed: Unnamed,
+) -> Option<String> {
+    const DEFAULT_NAMESPACE: &str = "default";
+    if all {
+        return None;
+    }
+    flag.or(context).or(match unnamed {
+        Unnamed::Default => Some(DEFAULT_NAMESPACE.to_string()),
+        Unnamed::All => None,
+    })
+}
+
 /// An RFC 1123 label: what a namespace name must be (lowercase letters, digits and `-`, at
 /// most 63, not starting or ending with `-`; kubernetes `IsDNS1123Label`).
 pub(crate) fn is_dns_label(s: &str) -> bool {
@@ -457,4 +487,32 @@ pub(crate) fn is_dns_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Unnamed, namespace_scope};
+
+    #[test]
+    fn the_namespace_is_all_with_a_then_the_flag_then_the_contexts_then_unnamed() {
+        let s = |flag: Option<&str>, all, ctx: Option<&str>, unnamed| {
+            namespace_scope(flag.map(String::from), all, ctx.map(String::from), unnamed)
+        };
+        // kubectl get -n b -A lists every namespace: -A wins.
+        assert_eq!(s(Some("b"), true, Some("team-a"), Unnamed::Default), None);
+        assert_eq!(s(None, true, Some("team-a"), Unnamed::Default), None);
+        assert_eq!(
+            s(Some("b"), false, Some("team-a"), Unnamed::Default),
+            Some("b".to_string())
+        );
+        assert_eq!(
+            s(None, false, Some("team-a"), Unnamed::All),
+            Some("team-a".to_string())
+        );
+        assert_eq!(
+            s(None, false, None, Unnamed::Default),
+            Some("default".to_string())
+        );
+        assert_eq!(s(None, false, None, Unnamed::All), None);
+    }
 }

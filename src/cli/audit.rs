@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::args::{ApiServerArgs, Output, RegistryArgs, is_dns_label};
+use super::args::{ApiServerArgs, Output, RegistryArgs, Unnamed, is_dns_label, namespace_scope};
 use super::plan::{list_or_default, seconds};
 use super::{CliError, UsageError};
 use crate::audit::{Pass, Progress};
@@ -26,9 +26,6 @@ Examples:
   pullcheck audit -n team-a -o json | jq '.workloads[] | select(.images[].exit_code > 0)'
   pullcheck audit --context prod -A --progress
   kubectl pullcheck audit -A                 # the same, as a kubectl plugin";
-
-/// The namespace kubectl uses when the context names none.
-const DEFAULT_NAMESPACE: &str = "default";
 
 /// Arguments of `pullcheck audit`.
 #[derive(Debug, Clone, Args)]
@@ -51,9 +48,9 @@ namespace, else `default`, as kubectl chooses."
     #[arg(
         long = "all-namespaces",
         short = 'A',
-        conflicts_with = "namespace",
         help_heading = "Scope",
-        long_help = "Audit every namespace (listing each kind cluster-wide needs a ClusterRole)."
+        long_help = "Audit every namespace (listing each kind cluster-wide needs a ClusterRole). \
+As in kubectl, -n beside it is ignored."
     )]
     pub all_namespaces: bool,
 
@@ -157,16 +154,6 @@ impl AuditArgs {
     }
 }
 
-/// The namespace audited (`None`: every one): `-n`, else every one with `-A`, else the
-/// context's, else `default` (kubectl's `ToRawKubeConfigLoader().Namespace()`).
-fn scope(flag: Option<String>, all: bool, context: Option<String>) -> Option<String> {
-    match (flag, all) {
-        (Some(ns), _) => Some(ns),
-        (None, true) => None,
-        (None, false) => Some(context.unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())),
-    }
-}
-
 /// Run one audit pass and print it.
 pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     if let Some(ns) = &a.namespace
@@ -197,7 +184,12 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
         crate::webhook::handler::WebhookState::new(config, Guard::new(GuardPolicy::default()))
             .map_err(|e| UsageError(e.to_string()))?,
     );
-    let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
+    let namespace = namespace_scope(
+        a.namespace.clone(),
+        a.all_namespaces,
+        context_namespace,
+        Unnamed::Default,
+    );
     let shown = Shown::new(a.progress);
     let pass = Pass {
         state,
@@ -307,18 +299,4 @@ fn found(workloads: usize, templates: usize, images: usize) -> String {
         count(templates, "pod template"),
         count(images, "distinct image")
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::scope;
-
-    #[test]
-    fn the_namespace_is_the_flag_then_all_then_the_contexts_then_default() {
-        let ctx = || Some("team-a".to_string());
-        assert_eq!(scope(Some("b".into()), false, ctx()), Some("b".to_string()));
-        assert_eq!(scope(None, true, ctx()), None);
-        assert_eq!(scope(None, false, ctx()), Some("team-a".to_string()));
-        assert_eq!(scope(None, false, None), Some("default".to_string()));
-    }
 }

@@ -3,6 +3,7 @@
 pub(crate) mod args;
 pub(crate) mod audit;
 pub(crate) mod check;
+pub(crate) mod cluster_names;
 pub(crate) mod explain;
 pub(crate) mod init_container;
 pub(crate) mod inject;

@@ -8,6 +8,9 @@
 //! Completion walks the clap command tree rather than using clap_complete's dynamic engine:
 //! that engine is behind clap_complete's `unstable-dynamic` feature, whose API may change
 //! in any release, and the tree already holds every subcommand, flag and enumerated value.
+//! The values of `--context` and `-n` are the kubeconfig's contexts and the cluster's
+//! namespaces ([`super::cluster_names`]), from the `--kubeconfig` and `--context` typed so
+//! far, as kubectl completes its own.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -83,9 +86,14 @@ pub(crate) fn complete(words: &[String]) -> String {
     };
     let mut cmd = &root;
     let mut value_of: Option<&Arg> = None;
+    let mut typed = Typed::default();
     for w in done {
-        if value_of.take().is_some() {
+        if let Some(arg) = value_of.take() {
+            typed.note(arg.get_id().as_str(), w);
             continue;
+        }
+        if let Some((name, value)) = w.strip_prefix("--").and_then(|l| l.split_once('=')) {
+            typed.note(name, value);
         }
         if let Some(long) = w.strip_prefix("--") {
             value_of = (!long.contains('='))
@@ -102,6 +110,9 @@ pub(crate) fn complete(words: &[String]) -> String {
         }
     }
     let (candidates, directive): (Vec<String>, &str) = if let Some(arg) = value_of {
+        if let Some(names) = typed.cluster_names(arg) {
+            return answer(names, partial, NO_FILES);
+        }
         let values: Vec<String> = arg
             .get_possible_values()
             .iter()
@@ -129,6 +140,11 @@ pub(crate) fn complete(words: &[String]) -> String {
         // Image references: nothing to offer, and file names would be wrong.
         (Vec::new(), NO_FILES)
     };
+    answer(candidates, partial, directive)
+}
+
+/// The candidates that start with `partial`, one per line, then the directive line.
+fn answer(candidates: Vec<String>, partial: &str, directive: &str) -> String {
     let mut out: String = candidates
         .into_iter()
         .filter(|c| c.starts_with(partial))
@@ -137,6 +153,37 @@ pub(crate) fn complete(words: &[String]) -> String {
     out.push_str(directive);
     out.push('\n');
     out
+}
+
+/// The `--kubeconfig` and `--context` already on the command line: which cluster the
+/// names of `--context` and `-n` come from.
+#[derive(Default)]
+struct Typed {
+    kubeconfig: Option<std::path::PathBuf>,
+    context: Option<String>,
+}
+
+impl Typed {
+    /// Keep `value` if `id` (a flag's long name or clap id) is one of the two.
+    fn note(&mut self, id: &str, value: &str) {
+        match id {
+            "kubeconfig" => self.kubeconfig = Some(value.into()),
+            "context" => self.context = Some(value.to_string()),
+            _ => {}
+        }
+    }
+
+    /// The names `arg` takes when it is `--context` or `-n`; `None` for any other flag.
+    fn cluster_names(&self, arg: &Arg) -> Option<Vec<String>> {
+        match arg.get_id().as_str() {
+            "context" => Some(super::cluster_names::contexts(self.kubeconfig.clone())),
+            "namespace" => Some(super::cluster_names::namespaces(
+                self.kubeconfig.clone(),
+                self.context.clone(),
+            )),
+            _ => None,
+        }
+    }
 }
 
 fn takes_value(a: &Arg) -> bool {

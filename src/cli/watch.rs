@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::{ApiServerArgs, Output, is_dns_label};
+use super::args::{ApiServerArgs, Output, Unnamed, is_dns_label, namespace_scope};
 use super::plan::seconds;
 use super::{CliError, UsageError};
 use crate::watch::Settings;
@@ -17,15 +17,15 @@ pub(crate) struct WatchArgs {
     #[command(flatten)]
     pub api: ApiServerArgs,
 
-    /// Watch only this namespace (default: the kubeconfig context's, else all).
+    /// Watch only this namespace (default: the kubeconfig context's, else `default`).
     #[arg(
         long,
         short = 'n',
         value_name = "NAMESPACE",
         help_heading = "Scope",
-        long_help = "Watch the pods of this namespace only (a Role is then enough). Default: \
-the namespace of the kubeconfig context, as in kubectl; without one (in-cluster, --apiserver, a \
-context without a namespace) every namespace (a ClusterRole)."
+        long_help = "Watch the pods of this namespace only (a Role is then enough). Default, \
+as in kubectl: the kubeconfig context's namespace, else `default`. In-cluster and with \
+--apiserver (the controller the chart runs, with no context) every namespace (a ClusterRole)."
     )]
     pub namespace: Option<String>,
 
@@ -33,10 +33,9 @@ context without a namespace) every namespace (a ClusterRole)."
     #[arg(
         long = "all-namespaces",
         short = 'A',
-        conflicts_with = "namespace",
         help_heading = "Scope",
         long_help = "Watch every namespace, also when the kubeconfig context names one (a \
-ClusterRole that lists pods everywhere is then needed)."
+ClusterRole that lists pods everywhere is then needed). As in kubectl, -n beside it is ignored."
     )]
     pub all_namespaces: bool,
 
@@ -217,17 +216,6 @@ fn is_label_key(k: &str) -> bool {
         && prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns_label))
 }
 
-/// The namespace watched (`None`: every one): `-n`, else none with `-A`, else the
-/// kubeconfig context's, as kubectl chooses (`k8s.io/cli-runtime/pkg/genericclioptions`,
-/// `ToRawKubeConfigLoader().Namespace()`).
-fn scope(flag: Option<String>, all: bool, context: Option<String>) -> Option<String> {
-    match (flag, all) {
-        (Some(ns), _) => Some(ns),
-        (None, true) => None,
-        (None, false) => context,
-    }
-}
-
 /// What a 401 tells the user to fix, by where the token came from.
 pub(super) fn refused_hint(api: &crate::apiserver::ApiServer) -> String {
     use crate::apiserver::{Credentials, Source};
@@ -318,7 +306,17 @@ pub(crate) async fn run(a: WatchArgs) -> Result<u8, CliError> {
     }
     let refused = refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
-    let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
+    // A kubeconfig means a user at kubectl; otherwise the controller, whose cluster is its scope.
+    let unnamed = match api.source {
+        crate::apiserver::Source::Kubeconfig { .. } => Unnamed::Default,
+        crate::apiserver::Source::Flags | crate::apiserver::Source::InCluster => Unnamed::All,
+    };
+    let namespace = namespace_scope(
+        a.namespace.clone(),
+        a.all_namespaces,
+        context_namespace,
+        unnamed,
+    );
     let api = crate::watch::api::WatchApi::new(client, namespace);
     if a.once {
         let report = match crate::watch::once(&api, &settings).await {
@@ -370,19 +368,5 @@ mod tests {
         }
         assert!(is_label_value("") && is_label_value("true") && !is_label_value("v\u{1}"));
         assert!(!is_label_value("b=c"));
-    }
-}
-
-#[cfg(test)]
-mod scope_tests {
-    use super::scope;
-
-    #[test]
-    fn the_namespace_is_the_flag_then_all_with_a_then_the_contexts() {
-        let ctx = || Some("team-a".to_string());
-        assert_eq!(scope(Some("b".into()), false, ctx()), Some("b".to_string()));
-        assert_eq!(scope(None, true, ctx()), None);
-        assert_eq!(scope(None, false, ctx()), Some("team-a".to_string()));
-        assert_eq!(scope(None, false, None), None);
     }
 }

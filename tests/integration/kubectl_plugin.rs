@@ -70,3 +70,82 @@ fn as_kubectl_complete_pullcheck_it_prints_candidates_and_a_directive() {
     // Image references: no candidates, and no file names either.
     assert_eq!(complete(&["check", "--platform", "any", ""]), ":4\n");
 }
+
+/// A kubeconfig with the contexts `names` (the first current), each on a cluster at
+/// `server` with a token.
+fn kubeconfig(path: &Path, server: &str, names: &[&str]) {
+    let contexts: Vec<serde_json::Value> = names
+        .iter()
+        .map(|n| serde_json::json!({"name": n, "context": {"cluster": "c", "user": "u"}}))
+        .collect();
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": names[0],
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t0k"}}],
+        "contexts": contexts,
+    });
+    std::fs::write(path, config.to_string()).unwrap();
+}
+
+#[test]
+fn completion_offers_the_kubeconfigs_contexts_and_its_clusters_namespaces_within_a_bound() {
+    let dir = temp_dir();
+    // A server that takes connections and never answers: the namespace list must give up.
+    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("https://{}", hanging.local_addr().unwrap());
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    kubeconfig(&a, &server, &["prod", "dev"]);
+    kubeconfig(&b, &server, &["staging", "dev"]);
+    let var = std::env::join_paths([&a, &b]).unwrap();
+    let complete = |kubeconfig: Option<&std::ffi::OsStr>, args: &[&str]| {
+        let mut cmd = pullcheck_as(&dir.path().join("kubectl_complete-pullcheck"));
+        if let Some(k) = kubeconfig {
+            cmd.env("KUBECONFIG", k);
+        }
+        let started = std::time::Instant::now();
+        let r: Run = output(cmd.args(args), None).into();
+        r.assert_code(0);
+        assert_eq!(r.stderr, "", "completion stays silent on stderr");
+        (r.stdout, started.elapsed())
+    };
+    // $KUBECONFIG's files merged (dev once), sorted; the prefix typed filters them.
+    assert_eq!(
+        complete(Some(&var), &["audit", "--context", ""]).0,
+        "dev\nprod\nstaging\n:4\n"
+    );
+    assert_eq!(
+        complete(Some(&var), &["watch", "-A", "--context", "p"]).0,
+        "prod\n:4\n"
+    );
+    // --kubeconfig typed before, in either spelling, is the only file read.
+    let b_path = b.to_str().unwrap();
+    assert_eq!(
+        complete(
+            Some(&var),
+            &["audit", "--kubeconfig", b_path, "--context", ""]
+        )
+        .0,
+        "dev\nstaging\n:4\n"
+    );
+    assert_eq!(
+        complete(
+            None,
+            &["watch", &format!("--kubeconfig={b_path}"), "--context", ""]
+        )
+        .0,
+        "dev\nstaging\n:4\n"
+    );
+    // No kubeconfig (HOME points nowhere): no contexts, no namespaces, at once.
+    assert_eq!(complete(None, &["audit", "--context", ""]).0, ":4\n");
+    let (out, took) = complete(None, &["audit", "-n", ""]);
+    assert_eq!(out, ":4\n");
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    // A cluster that never answers: nothing offered, and the shell waits 2 s, not forever.
+    let (out, took) = complete(Some(&var), &["audit", "--context", "dev", "-n", ""]);
+    assert_eq!(out, ":4\n");
+    assert!(
+        took >= std::time::Duration::from_secs(2) && took < std::time::Duration::from_secs(4),
+        "{took:?}"
+    );
+    drop(hanging);
+}

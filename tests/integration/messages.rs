@@ -154,7 +154,7 @@ or drop the ':' to pull trainer:latest",
     assert_eq!(
         r.stderr,
         format!(
-            "pullcheck: using kubeconfig --kubeconfig ({k}), context x\npullcheck: LIST https://{h}/api/v1/pods: TLS: certificate not trusted (unknown issuer); kubeconfig {k}, cluster prod: certificate-authority {ca} does not sign it; set it to the API server's CA\n",
+            "pullcheck: using kubeconfig --kubeconfig ({k}), context x\npullcheck: LIST https://{h}/api/v1/namespaces/default/pods: TLS: certificate not trusted (unknown issuer); kubeconfig {k}, cluster prod: certificate-authority {ca} does not sign it; set it to the API server's CA\n",
             h = reg.host,
             k = kubeconfig.display(),
             ca = other_ca.display()

@@ -632,3 +632,33 @@ fn a_name_used_twice_in_one_file_is_refused_as_kubectl_refuses_it() {
     let l = loaded(&env_var(&[&first, &second]), None);
     assert_eq!(l.api.url, "https://k:6443");
 }
+
+#[test]
+fn context_names_are_every_files_merged_and_sorted_and_none_when_unreadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(
+        dir.path(),
+        "a",
+        "contexts:\n- name: prod\n  context: {cluster: c}\n- name: dev\n  context: {cluster: c}\n",
+    );
+    // The second file repeats `dev` (merged, not listed twice) and adds `staging`; its user
+    // refers to nothing: names are listed without resolving any entry.
+    let b = write(
+        dir.path(),
+        "b",
+        "contexts:\n- name: staging\n  context: {cluster: x, user: nobody}\n- name: dev\n  context: {cluster: y}\n",
+    );
+    assert_eq!(
+        context_names(&env_var(&[&a, &b])),
+        ["dev", "prod", "staging"]
+    );
+    // --kubeconfig alone, as select reads it.
+    let flag = Environment {
+        flag: Some(b.clone()),
+        ..Environment::default()
+    };
+    assert_eq!(context_names(&flag), ["dev", "staging"]);
+    let broken = write(dir.path(), "broken", "contexts: [unclosed\n");
+    assert!(context_names(&env_var(&[&broken])).is_empty());
+    assert!(context_names(&Environment::default()).is_empty());
+}

@@ -181,6 +181,17 @@ fn kubectl_pullcheck_watch_once_reads_the_kubeconfig_and_its_exec_plugin() {
         json!({"schema_version": 1, "exit_code": 0, "pods": [row(ns), row(other)]})
     );
     assert_eq!(s.runs(), 3);
+    // -n beside -A is ignored, as `kubectl get -n x -A` ignores it.
+    let (code, stdout, stderr) = s.kubectl_pullcheck(&[
+        "watch", "--once", "-n", other, "-A", "-o", "json", &selector,
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let got: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        got,
+        json!({"schema_version": 1, "pods": [row(ns), row(other)]})
+    );
+    assert_eq!(s.runs(), 4);
     // What client-go gives a plugin with provideClusterInfo: the server, the CA as base64
     // data, the cluster's exec extension; and not interactive (stdin is no terminal).
     let ca = std::fs::read(s.dir.path().join("conf/ca.crt")).unwrap();
@@ -198,6 +209,7 @@ fn kubectl_pullcheck_watch_once_reads_the_kubeconfig_and_its_exec_plugin() {
 #[test]
 #[ignore = "needs etcd + kube-apiserver: run scripts/apiserver-e2e.sh"]
 fn a_plugin_whose_tokens_are_always_refused_is_named_and_run_twice() {
+    // The context names no namespace: `default`, as kubectl (the path below says so).
     let s = Setup::new(u32::MAX, None);
     let (code, stdout, stderr) = s.kubectl_pullcheck(&["watch", "--once"]);
     assert_eq!(code, Some(2), "{stderr}");
@@ -208,7 +220,7 @@ fn a_plugin_whose_tokens_are_always_refused_is_named_and_run_twice() {
     assert_eq!(
         lines[1],
         format!(
-            "pullcheck: LIST /api/v1/pods: HTTP 401: Unauthorized; the token of exec plugin {} (kubeconfig {}, user e2e-user) was refused, also after running it again; check what it prints and the user it logs in as",
+            "pullcheck: LIST /api/v1/namespaces/default/pods: HTTP 401: Unauthorized; the token of exec plugin {} (kubeconfig {}, user e2e-user) was refused, also after running it again; check what it prints and the user it logs in as",
             s.plugin().display(),
             s.kubeconfig().display()
         )
