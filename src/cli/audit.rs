@@ -25,7 +25,8 @@ Examples:
   pullcheck audit -A                         # every namespace
   pullcheck audit -n team-a -o json | jq '.workloads[] | select(.images[].exit_code > 0)'
   pullcheck audit --context prod -A --progress
-  kubectl pullcheck audit -A                 # the same, as a kubectl plugin";
+  kubectl pullcheck audit -A                 # the same, as a kubectl plugin
+  pullcheck audit -A --serve --interval 10m  # exporter: /metrics on :8080 (docs/audit.md)";
 
 /// The namespace kubectl uses when the context names none.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -105,12 +106,17 @@ stderr. Shown anyway when stderr is a terminal."
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a table like kubectl get (NAMESPACE, KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON) and a summary. json: {\"schema_version\":1,\"exit_code\":N,\"workloads\":[…]} (docs/audit.md).")]
     pub output: Output,
+
+    // ---- exporter mode (`--serve`): src/cli/audit_serve.rs, src/audit/serve.rs ----
+    #[command(flatten)]
+    pub serve: super::audit_serve::ServeArgs,
+    // ---- end of exporter mode ----
 }
 
 impl AuditArgs {
     /// The resolver's configuration: the webhook's, with no server, the audit's time budget
     /// and caches that last the pass, checking on without secrets the API refuses.
-    fn config(&self, api: crate::apiserver::ApiServer) -> Result<Config, UsageError> {
+    pub(super) fn config(&self, api: crate::apiserver::ApiServer) -> Result<Config, UsageError> {
         let budget = seconds("--timeout", self.timeout, 3_600.0)?;
         let concurrency = super::args::concurrency(self.concurrency)?;
         Ok(Config {
@@ -190,6 +196,12 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     }
     let refused = super::watch::refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
+    // ---- exporter mode ----
+    if a.serve.serve {
+        let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
+        return super::audit_serve::run(&a, api, client, namespace).await;
+    }
+    // ---- end of exporter mode ----
     let config = a.config(api)?;
     let budget = config.budget;
     // The CLI's guard: the user runs this on their own machine, as `scan`.
