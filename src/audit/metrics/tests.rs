@@ -190,12 +190,14 @@ fn over_max_series_failing_rows_are_kept_first_and_the_rest_counted() {
     let m = AuditMetrics::new(MetricNames::Pullcheck, 2, Duration::from_secs(60));
     m.record(&report(), Duration::from_secs(1), Instant::now());
     let s = samples(&m.render(Instant::now()));
-    let rows: Vec<&String> = s
+    let rows: Vec<String> = s
         .iter()
         .filter(|l| l.starts_with("pullcheck_audit_image_verdict{"))
+        .cloned()
         .collect();
+    // The encoder's order is a hash map's: compare sorted.
     assert_eq!(
-        rows,
+        sorted(rows),
         [
             "pullcheck_audit_image_verdict{namespace=\"team-a\",kind=\"CronJob\",name=\"nightly\",container=\"main\",image=\"r.example/gone:v1\",verdict=\"not_found\",credentials=\"pod\"} 1",
             "pullcheck_audit_image_verdict{namespace=\"team-a\",kind=\"Deployment\",name=\"web\",container=\"side\",image=\"r.example/private:v1\",verdict=\"unauthenticated\",credentials=\"anonymous_assumed\"} 1",
