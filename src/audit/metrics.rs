@@ -128,9 +128,7 @@ impl PeerMode {
             PeerMode::Available => "k8s_image_availability_exporter_available",
             PeerMode::Absent => "k8s_image_availability_exporter_absent",
             PeerMode::BadImageFormat => "k8s_image_availability_exporter_bad_image_format",
-            PeerMode::RegistryUnavailable => {
-                "k8s_image_availability_exporter_registry_unavailable"
-            }
+            PeerMode::RegistryUnavailable => "k8s_image_availability_exporter_registry_unavailable",
             PeerMode::AuthenticationFailure => {
                 "k8s_image_availability_exporter_authentication_failure"
             }

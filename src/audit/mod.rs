@@ -13,8 +13,8 @@
 //! It sits above `webhook`, as `kueue` does: the resolver is the webhook's.
 
 pub(crate) mod collections;
-pub(crate) mod platforms;
 pub(crate) mod metrics;
+pub(crate) mod platforms;
 pub(crate) mod report;
 pub(crate) mod select;
 pub(crate) mod serve;
@@ -170,31 +170,32 @@ pub(crate) async fn run(
     let table = &table;
     let cluster_platforms = &cluster.platforms;
     let state = &pass.state;
-    let mut rows: Vec<(WorkloadRow, Vec<String>, Vec<(String, Quota)>)> = futures_util::stream::iter(workloads)
-        .map(|w| {
-            let done = &done;
-            async move {
-                let (checks, problems) =
-                    resolve(state, &w, table, cluster_platforms, pass.budget).await;
-                let n = done.fetch_add(checks.len(), std::sync::atomic::Ordering::Relaxed)
-                    + checks.len();
-                progress(Progress::Checked { done: n, total });
-                let quotas = quotas_stated(&checks);
-                (
-                    WorkloadRow {
-                        namespace: w.namespace,
-                        kind: w.kind,
-                        name: w.name,
-                        images: checks.into_iter().map(image_row).collect(),
-                    },
-                    problems,
-                    quotas,
-                )
-            }
-        })
-        .buffer_unordered(WORKLOADS_AT_ONCE)
-        .collect()
-        .await;
+    let mut rows: Vec<(WorkloadRow, Vec<String>, Vec<(String, Quota)>)> =
+        futures_util::stream::iter(workloads)
+            .map(|w| {
+                let done = &done;
+                async move {
+                    let (checks, problems) =
+                        resolve(state, &w, table, cluster_platforms, pass.budget).await;
+                    let n = done.fetch_add(checks.len(), std::sync::atomic::Ordering::Relaxed)
+                        + checks.len();
+                    progress(Progress::Checked { done: n, total });
+                    let quotas = quotas_stated(&checks);
+                    (
+                        WorkloadRow {
+                            namespace: w.namespace,
+                            kind: w.kind,
+                            name: w.name,
+                            images: checks.into_iter().map(image_row).collect(),
+                        },
+                        problems,
+                        quotas,
+                    )
+                }
+            })
+            .buffer_unordered(WORKLOADS_AT_ONCE)
+            .collect()
+            .await;
     rows.sort_by(|(a, _, _), (b, _, _)| {
         (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name))
     });

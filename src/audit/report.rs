@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::platforms::PlatformSource;
 use super::select::SkipReason;
-use crate::report::json::{RenderError, SCHEMA_VERSION, render};
 use crate::registry::quota::Quota;
+use crate::report::json::{RenderError, SCHEMA_VERSION, render};
 use crate::report::{count, printable};
 use crate::verdict::Verdict;
 

@@ -114,11 +114,18 @@ async fn passes(
                     }
                     said = notes;
                 }
-                tracing::info!("audit pass: {} in {:.1} s", summary(&report), took.as_secs_f64());
+                tracing::info!(
+                    "audit pass: {} in {:.1} s",
+                    summary(&report),
+                    took.as_secs_f64()
+                );
                 metrics.record(&report, took, Instant::now());
             }
             Ok(Err(line)) => {
-                tracing::warn!("audit pass failed after {:.1} s: {line}; the last results are kept", took.as_secs_f64());
+                tracing::warn!(
+                    "audit pass failed after {:.1} s: {line}; the last results are kept",
+                    took.as_secs_f64()
+                );
                 metrics.failed(PassOutcome::Failed, took);
             }
             Err(_) => {

@@ -177,7 +177,9 @@ fn a_new_pass_replaces_the_rows_so_a_fixed_image_loses_its_failing_series() {
         .collect();
     assert_eq!(
         rows,
-        ["pullcheck_audit_image_verdict{namespace=\"team-a\",kind=\"CronJob\",name=\"nightly\",container=\"main\",image=\"r.example/gone:v1\",verdict=\"pullable\",credentials=\"pod\"} 1"]
+        [
+            "pullcheck_audit_image_verdict{namespace=\"team-a\",kind=\"CronJob\",name=\"nightly\",container=\"main\",image=\"r.example/gone:v1\",verdict=\"pullable\",credentials=\"pod\"} 1"
+        ]
     );
     // The quota last stated stays: a pass that met no metered registry says nothing new.
     assert!(
@@ -221,8 +223,22 @@ fn deckhouse_names_are_seven_gauges_per_container_with_the_peers_labels() {
         .cloned()
         .collect();
     let labels = [
-        ("team-a", "main", "r.example/gone:v1", "cronjob", "nightly", "absent"),
-        ("team-a", "web", "r.example/web:v2", "deployment", "web", "available"),
+        (
+            "team-a",
+            "main",
+            "r.example/gone:v1",
+            "cronjob",
+            "nightly",
+            "absent",
+        ),
+        (
+            "team-a",
+            "web",
+            "r.example/web:v2",
+            "deployment",
+            "web",
+            "available",
+        ),
         (
             "team-a",
             "side",
@@ -274,7 +290,9 @@ fn deckhouse_rows_of_one_container_in_two_templates_keep_the_failing_mode() {
     m.record(&r, Duration::from_secs(1), Instant::now());
     let s = samples(&m.render(Instant::now()));
     let labels = "{namespace=\"team-a\",container=\"pytorch\",image=\"r.example/t:v1\",kind=\"pytorchjob\",name=\"train\"}";
-    assert!(s.contains(&format!("k8s_image_availability_exporter_available{labels} 0")));
+    assert!(s.contains(&format!(
+        "k8s_image_availability_exporter_available{labels} 0"
+    )));
     assert!(s.contains(&format!("k8s_image_availability_exporter_absent{labels} 1")));
 }
 
@@ -287,13 +305,31 @@ fn the_peer_modes_cover_every_verdict() {
     assert_eq!(
         got,
         [
-            (Verdict::Pullable, "k8s_image_availability_exporter_available"),
-            (Verdict::InvalidReference, "k8s_image_availability_exporter_bad_image_format"),
+            (
+                Verdict::Pullable,
+                "k8s_image_availability_exporter_available"
+            ),
+            (
+                Verdict::InvalidReference,
+                "k8s_image_availability_exporter_bad_image_format"
+            ),
             (Verdict::NotFound, "k8s_image_availability_exporter_absent"),
-            (Verdict::PlatformMissing, "k8s_image_availability_exporter_absent"),
-            (Verdict::Denied, "k8s_image_availability_exporter_authorization_failure"),
-            (Verdict::Unauthenticated, "k8s_image_availability_exporter_authentication_failure"),
-            (Verdict::Transient, "k8s_image_availability_exporter_registry_unavailable"),
+            (
+                Verdict::PlatformMissing,
+                "k8s_image_availability_exporter_absent"
+            ),
+            (
+                Verdict::Denied,
+                "k8s_image_availability_exporter_authorization_failure"
+            ),
+            (
+                Verdict::Unauthenticated,
+                "k8s_image_availability_exporter_authentication_failure"
+            ),
+            (
+                Verdict::Transient,
+                "k8s_image_availability_exporter_registry_unavailable"
+            ),
         ]
     );
 }
