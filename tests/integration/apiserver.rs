@@ -25,6 +25,7 @@
 //! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
 mod audit;
+mod audit_serve;
 mod handover;
 mod kubeconfig;
 mod kueue;
