@@ -48,7 +48,8 @@ SIGTERM. Nothing is printed on stdout; -o and --progress don't apply. docs/audit
         value_name = "ADDR:PORT",
         default_value = "0.0.0.0:8080",
         requires = "serve",
-        help_heading = "Exporter"
+        help_heading = "Exporter",
+        long_help = "Where /metrics (OpenMetrics), /healthz and /readyz are served, plain HTTP."
     )]
     pub listen: SocketAddr,
 
