@@ -38,6 +38,9 @@ use collections::{Collection, Listed};
 use platforms::ClusterPlatforms;
 use report::{CredentialsNote, ImageRow, Report, SkippedRow, WorkloadRow};
 
+/// A registry host and the pull quota it stated.
+type StatedQuota = (String, Quota);
+
 /// Workloads resolved at once (each resolves its own images `--concurrency` at a time,
 /// and the verdict cache coalesces the same image asked twice).
 const WORKLOADS_AT_ONCE: usize = 8;
@@ -170,7 +173,7 @@ pub(crate) async fn run(
     let table = &table;
     let cluster_platforms = &cluster.platforms;
     let state = &pass.state;
-    let mut rows: Vec<(WorkloadRow, Vec<String>, Vec<(String, Quota)>)> =
+    let mut rows: Vec<(WorkloadRow, Vec<String>, Vec<StatedQuota>)> =
         futures_util::stream::iter(workloads)
             .map(|w| {
                 let done = &done;
@@ -357,7 +360,7 @@ async fn resolve(
 
 /// The pull quotas the registries stated in these checks (Docker Hub's `ratelimit-*`
 /// headers, [`crate::registry::quota`]), by registry host.
-fn quotas_stated(checks: &[ImageCheck]) -> Vec<(String, Quota)> {
+fn quotas_stated(checks: &[ImageCheck]) -> Vec<StatedQuota> {
     checks
         .iter()
         .filter_map(|c| match &c.result {

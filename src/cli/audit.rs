@@ -116,7 +116,7 @@ stderr. Shown anyway when stderr is a terminal."
 impl AuditArgs {
     /// The resolver's configuration: the webhook's, with no server, the audit's time budget
     /// and caches that last the pass, checking on without secrets the API refuses.
-    pub(super) fn config(&self, api: crate::apiserver::ApiServer) -> Result<Config, UsageError> {
+    fn config(&self, api: crate::apiserver::ApiServer) -> Result<Config, UsageError> {
         let budget = seconds("--timeout", self.timeout, 3_600.0)?;
         let concurrency = super::args::concurrency(self.concurrency)?;
         Ok(Config {
@@ -199,7 +199,8 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     // ---- exporter mode ----
     if a.serve.serve {
         let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
-        return super::audit_serve::run(&a, api, client, namespace).await;
+        let config = a.config(api)?;
+        return super::audit_serve::run(&a.serve, a.output, config, client, namespace).await;
     }
     // ---- end of exporter mode ----
     let config = a.config(api)?;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 
 use super::args::Output;
-use super::audit::AuditArgs;
 use super::{CliError, UsageError};
-use crate::apiserver::{ApiClient, ApiServer};
+use crate::apiserver::ApiClient;
 use crate::audit::metrics::{DEFAULT_MAX_SERIES, MetricNames};
 use crate::audit::serve::{NewState, Settings};
 use crate::credentials::provider::duration::parse_go_duration;
 use crate::registry::guard::{Guard, GuardPolicy};
+use crate::webhook::config::Config;
 use crate::webhook::handler::WebhookState;
 
 /// The shortest and the longest `--interval`, in seconds.
@@ -152,21 +152,22 @@ impl ServeArgs {
 
 /// Serve until SIGTERM or SIGINT (exit 0). Bad flags, a CA file that can't be read or an
 /// address that can't be bound are usage errors (2), said before serving.
+/// `config` is the one-pass audit's resolver configuration (`pullcheck audit`'s flags).
 pub(super) async fn run(
-    a: &AuditArgs,
-    api: ApiServer,
+    serve: &ServeArgs,
+    output: Output,
+    config: Config,
     client: ApiClient,
     namespace: Option<String>,
 ) -> Result<u8, CliError> {
-    if a.output == Output::Json {
+    if output == Output::Json {
         return Err(UsageError(
             "-o json: --serve prints no document (its results are on /metrics); drop -o".into(),
         )
         .into());
     }
-    let config = a.config(api)?;
-    let settings = a.serve.settings(namespace, config.budget)?;
-    let policy = a.serve.guard_policy();
+    let settings = serve.settings(namespace, config.budget)?;
+    let policy = serve.guard_policy();
     let new_state: NewState = Box::new(move || {
         WebhookState::new(config.clone(), Guard::new(policy.clone()))
             .map(Arc::new)
