@@ -181,3 +181,60 @@ pub(super) async fn run(
         .map_err(|e| UsageError(format!("--listen {listen}: {e}")))?;
     Ok(super::code::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn settings(args: &[&str]) -> Result<Settings, String> {
+        let mut all = vec!["pullcheck", "--serve"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all)
+            .map_err(|e| e.to_string())?
+            .serve
+            .settings(None, std::time::Duration::from_secs(60))
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn the_interval_is_a_go_duration_from_one_second_to_a_day() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.interval, std::time::Duration::from_secs(600));
+        assert_eq!(s.names, MetricNames::Pullcheck);
+        assert_eq!(s.max_series, DEFAULT_MAX_SERIES);
+        assert_eq!(s.listen, "0.0.0.0:8080".parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            settings(&["--interval", "1h30m"]).unwrap().interval,
+            std::time::Duration::from_secs(5_400)
+        );
+        for bad in ["10x", "10 minutes", "500ms", "25h", "-1m"] {
+            let flag = format!("--interval={bad}");
+            assert_eq!(
+                settings(&[&flag]).err(),
+                Some(format!(
+                    "--interval {bad:?}: not a duration from 1s to 24h (Go syntax: 90s, 10m, 1h30m)"
+                )),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_series_zero_and_deckhouse_names() {
+        assert_eq!(
+            settings(&["--max-series", "0"]).err(),
+            Some("--max-series 0: must be at least 1 (it bounds the per-image series)".into())
+        );
+        assert_eq!(
+            settings(&["--metric-names", "deckhouse"]).unwrap().names,
+            MetricNames::Deckhouse
+        );
+    }
+}
