@@ -13,10 +13,13 @@
 //! It sits above `webhook`, as `kueue` does: the resolver is the webhook's.
 
 pub(crate) mod collections;
+pub(crate) mod metrics;
 pub(crate) mod platforms;
 pub(crate) mod report;
 pub(crate) mod select;
+pub(crate) mod serve;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +29,7 @@ use serde_json::Value;
 use crate::apiserver::{ApiClient, ApiError};
 use crate::k8s::templates::{Table, namespace_and_name, pod_templates, template_images};
 use crate::platform::Platform;
+use crate::registry::quota::Quota;
 use crate::verdict::{Verdict, combined_exit_code};
 use crate::webhook::handler::{WebhookState, resolve_pod_templates};
 use crate::webhook::platforms::template_platforms;
@@ -33,6 +37,9 @@ use crate::webhook::review::{Checked, ImageCheck, SecretAccess};
 use collections::{Collection, Listed};
 use platforms::ClusterPlatforms;
 use report::{CredentialsNote, ImageRow, Report, SkippedRow, WorkloadRow};
+
+/// A registry host and the pull quota it stated.
+type StatedQuota = (String, Quota);
 
 /// Workloads resolved at once (each resolves its own images `--concurrency` at a time,
 /// and the verdict cache coalesces the same image asked twice).
@@ -166,34 +173,46 @@ pub(crate) async fn run(
     let table = &table;
     let cluster_platforms = &cluster.platforms;
     let state = &pass.state;
-    let mut rows: Vec<(WorkloadRow, Vec<String>)> = futures_util::stream::iter(workloads)
-        .map(|w| {
-            let done = &done;
-            async move {
-                let (checks, problems) =
-                    resolve(state, &w, table, cluster_platforms, pass.budget).await;
-                let n = done.fetch_add(checks.len(), std::sync::atomic::Ordering::Relaxed)
-                    + checks.len();
-                progress(Progress::Checked { done: n, total });
-                (
-                    WorkloadRow {
-                        namespace: w.namespace,
-                        kind: w.kind,
-                        name: w.name,
-                        images: checks.into_iter().map(image_row).collect(),
-                    },
-                    problems,
-                )
-            }
-        })
-        .buffer_unordered(WORKLOADS_AT_ONCE)
-        .collect()
-        .await;
-    rows.sort_by(|(a, _), (b, _)| {
+    let mut rows: Vec<(WorkloadRow, Vec<String>, Vec<StatedQuota>)> =
+        futures_util::stream::iter(workloads)
+            .map(|w| {
+                let done = &done;
+                async move {
+                    let (checks, problems) =
+                        resolve(state, &w, table, cluster_platforms, pass.budget).await;
+                    let n = done.fetch_add(checks.len(), std::sync::atomic::Ordering::Relaxed)
+                        + checks.len();
+                    progress(Progress::Checked { done: n, total });
+                    let quotas = quotas_stated(&checks);
+                    (
+                        WorkloadRow {
+                            namespace: w.namespace,
+                            kind: w.kind,
+                            name: w.name,
+                            images: checks.into_iter().map(image_row).collect(),
+                        },
+                        problems,
+                        quotas,
+                    )
+                }
+            })
+            .buffer_unordered(WORKLOADS_AT_ONCE)
+            .collect()
+            .await;
+    rows.sort_by(|(a, _, _), (b, _, _)| {
         (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name))
     });
     let mut refused: Vec<String> = Vec::new();
-    for (w, problems) in &rows {
+    let mut registry_quota: BTreeMap<String, Quota> = BTreeMap::new();
+    for (w, problems, quotas) in &rows {
+        for (registry, q) in quotas {
+            // The lowest remaining stated during the pass: answers arrive concurrently,
+            // so "the last one" has no order; the lowest is the one that matters.
+            let kept = registry_quota.entry(registry.clone()).or_insert(*q);
+            if q.remaining < kept.remaining {
+                *kept = *q;
+            }
+        }
         for p in problems {
             let note = Note::Credentials(p.clone());
             if !notes.contains(&note) {
@@ -209,7 +228,7 @@ pub(crate) async fn run(
         notes.push(Note::SecretsRefused(refused));
     }
     skipped.sort_by(|a, b| (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name)));
-    let workloads: Vec<WorkloadRow> = rows.into_iter().map(|(w, _)| w).collect();
+    let workloads: Vec<WorkloadRow> = rows.into_iter().map(|(w, _, _)| w).collect();
     let exit_code = combined_exit_code(workloads.iter().flat_map(|w| &w.images).map(|i| i.verdict));
     Ok((
         Report {
@@ -218,6 +237,7 @@ pub(crate) async fn run(
             platform_source: cluster.source,
             workloads,
             skipped,
+            registry_quota,
         },
         notes,
     ))
@@ -336,6 +356,18 @@ async fn resolve(
         .map(|(t, _)| template_platforms(t, cluster))
         .collect();
     resolve_pod_templates(state, &w.namespace, &templates, &platforms, budget).await
+}
+
+/// The pull quotas the registries stated in these checks (Docker Hub's `ratelimit-*`
+/// headers, [`crate::registry::quota`]), by registry host.
+fn quotas_stated(checks: &[ImageCheck]) -> Vec<StatedQuota> {
+    checks
+        .iter()
+        .filter_map(|c| match &c.result {
+            Checked::Done(o) => Some((o.registry.clone()?, o.quota?)),
+            Checked::NotVerified(..) => None,
+        })
+        .collect()
 }
 
 /// A check as a row: no verdict (no time, a credential problem) is transient, as the

@@ -1,12 +1,14 @@
 //! What the audit prints: the `kubectl get`-like table and the JSON document
 //! (`{"schema_version":1,"exit_code":N,"workloads":[…]}`, docs/audit.md). No decisions here.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::platforms::PlatformSource;
 use super::select::SkipReason;
+use crate::registry::quota::Quota;
 use crate::report::json::{RenderError, SCHEMA_VERSION, render};
 use crate::report::{count, printable};
 use crate::verdict::Verdict;
@@ -77,6 +79,10 @@ pub(crate) struct Report {
     pub workloads: Vec<WorkloadRow>,
     /// The objects left out.
     pub skipped: Vec<SkippedRow>,
+    /// The pull quota each metered registry stated during the pass (the lowest remaining
+    /// seen), by registry host; absent when none stated one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub registry_quota: BTreeMap<String, Quota>,
 }
 
 #[derive(Serialize)]
@@ -221,6 +227,7 @@ mod tests {
                 name: "nightly-1".into(),
                 reason: SkipReason::Mirror,
             }],
+            registry_quota: BTreeMap::new(),
         }
     }
 
@@ -247,6 +254,7 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
             platform_source: PlatformSource::DefaultNoNodes,
             workloads: vec![],
             skipped: vec![],
+            registry_quota: BTreeMap::new(),
         };
         assert_eq!(
             text(&r),

@@ -25,7 +25,8 @@ Examples:
   pullcheck audit -A                         # every namespace
   pullcheck audit -n team-a -o json | jq '.workloads[] | select(.images[].exit_code > 0)'
   pullcheck audit --context prod -A --progress
-  kubectl pullcheck audit -A                 # the same, as a kubectl plugin";
+  kubectl pullcheck audit -A                 # the same, as a kubectl plugin
+  pullcheck audit -A --serve --interval 10m  # exporter: /metrics on :8080 (docs/audit.md)";
 
 /// Arguments of `pullcheck audit`.
 #[derive(Debug, Clone, Args)]
@@ -102,6 +103,11 @@ stderr. Shown anyway when stderr is a terminal."
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
         long_help = "text: a table like kubectl get (NAMESPACE, KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON) and a summary. json: {\"schema_version\":1,\"exit_code\":N,\"workloads\":[…]} (docs/audit.md).")]
     pub output: Output,
+
+    // ---- exporter mode (`--serve`): src/cli/audit_serve.rs, src/audit/serve.rs ----
+    #[command(flatten)]
+    pub serve: super::audit_serve::ServeArgs,
+    // ---- end of exporter mode ----
 }
 
 impl AuditArgs {
@@ -177,6 +183,13 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     }
     let refused = super::watch::refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
+    // ---- exporter mode ----
+    if a.serve.serve {
+        let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
+        let config = a.config(api)?;
+        return super::audit_serve::run(&a.serve, a.output, config, client, namespace).await;
+    }
+    // ---- end of exporter mode ----
     let config = a.config(api)?;
     let budget = config.budget;
     // The CLI's guard: the user runs this on their own machine, as `scan`.

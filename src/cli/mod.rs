@@ -2,6 +2,7 @@
 
 pub(crate) mod args;
 pub(crate) mod audit;
+pub(crate) mod audit_serve;
 pub(crate) mod check;
 pub(crate) mod cluster_names;
 pub(crate) mod explain;

@@ -14,6 +14,7 @@
 //! value does not hide the next one.
 
 mod admission_check;
+mod audit;
 mod checks;
 mod credential_providers;
 mod options;

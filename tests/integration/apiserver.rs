@@ -25,6 +25,7 @@
 //! under the watch ServiceAccount's token, on pods whose kubelet status it writes itself.
 
 mod audit;
+mod audit_serve;
 mod handover;
 mod kubeconfig;
 mod kueue;
@@ -1019,7 +1020,16 @@ fn chart_pods_pass_pod_security_restricted() {
         ],
     );
     service_account(ns, "default", &[]);
-    let rendered = helm_template("pc-psa", ns, &["--set", "prePull.enabled=true"]);
+    let rendered = helm_template(
+        "pc-psa",
+        ns,
+        &[
+            "--set",
+            "prePull.enabled=true",
+            "--set",
+            "audit.enabled=true",
+        ],
+    );
     let list: Value = serde_json::from_str(&kubectl_ok(
         &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
         Some(&rendered),
@@ -1048,7 +1058,8 @@ fn chart_pods_pass_pod_security_restricted() {
         assert!(!o.stderr.contains("Warning"), "{}", o.stderr);
         checked += 1;
     }
-    assert_eq!(checked, 2);
+    // The webhook's and the audit's Deployments, the pre-pull DaemonSet.
+    assert_eq!(checked, 3);
 }
 
 /// The mutating webhook with `--fail-fast` on a real API server: it sees the Job after

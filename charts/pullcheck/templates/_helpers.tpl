@@ -342,3 +342,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default "default" .Values.watch.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{- define "pullcheck.auditSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "pullcheck.name" . }}-audit
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: audit
+{{- end }}
+
+{{- define "pullcheck.auditLabels" -}}
+helm.sh/chart: {{ include "pullcheck.chart" . }}
+{{ include "pullcheck.auditSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pullcheck.auditServiceAccountName" -}}
+{{- if .Values.audit.serviceAccount.create }}
+{{- default (printf "%s-audit" (include "pullcheck.fullname" .)) .Values.audit.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.audit.serviceAccount.name }}
+{{- end }}
+{{- end }}

@@ -26,7 +26,7 @@
 //! per-image single-flight can make several.
 
 mod config;
-mod duration;
+pub(crate) mod duration;
 mod error;
 mod exec;
 mod wire;

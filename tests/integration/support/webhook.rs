@@ -61,6 +61,14 @@ pub fn start_watch<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Web
 /// What `pullcheck watch` prints once bound (then `http://ADDR`, maybe ` (dry run)`).
 const WATCH_LISTENING: &str = "pullcheck watch: listening on ";
 
+/// Run `pullcheck audit --serve <args…>` and wait until it serves; `base` is `http://ADDR`.
+pub fn start_audit<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: &str) -> Webhook {
+    start_listening(args, rust_log, &[], AUDIT_LISTENING)
+}
+
+/// What `pullcheck audit --serve` prints once bound (then `http://ADDR`).
+const AUDIT_LISTENING: &str = "pullcheck audit: listening on ";
+
 fn start_listening<S: AsRef<std::ffi::OsStr>>(
     args: &[S],
     rust_log: &str,
