@@ -150,6 +150,9 @@ impl PeerMode {
             Verdict::Transient => PeerMode::RegistryUnavailable,
             Verdict::Unauthenticated => PeerMode::AuthenticationFailure,
             Verdict::Denied => PeerMode::AuthorizationFailure,
+            // The peer HEADs the tag and would call it available; it is not usable, and
+            // the peer's alerts fire on every mode but available.
+            Verdict::UnusableArtifact => PeerMode::UnknownError,
         }
     }
 }

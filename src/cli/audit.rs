@@ -183,9 +183,14 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     }
     let refused = super::watch::refused_hint(&api);
     let client = crate::apiserver::ApiClient::new(&api).map_err(|e| UsageError(e.to_string()))?;
+    let namespace = namespace_scope(
+        a.namespace.clone(),
+        a.all_namespaces,
+        context_namespace,
+        Unnamed::Default,
+    );
     // ---- exporter mode ----
     if a.serve.serve {
-        let namespace = scope(a.namespace.clone(), a.all_namespaces, context_namespace);
         let config = a.config(api)?;
         return super::audit_serve::run(&a.serve, a.output, config, client, namespace).await;
     }
@@ -196,12 +201,6 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
     let state = Arc::new(
         crate::webhook::handler::WebhookState::new(config, Guard::new(GuardPolicy::default()))
             .map_err(|e| UsageError(e.to_string()))?,
-    );
-    let namespace = namespace_scope(
-        a.namespace.clone(),
-        a.all_namespaces,
-        context_namespace,
-        Unnamed::Default,
     );
     let shown = Shown::new(a.progress);
     let pass = Pass {

@@ -67,13 +67,14 @@ fn samples(text: &str) -> Vec<String> {
         .collect()
 }
 
-const COUNTS_AFTER_REPORT: [&str; 7] = [
+const COUNTS_AFTER_REPORT: [&str; 8] = [
     "pullcheck_audit_images{verdict=\"pullable\"} 1",
     "pullcheck_audit_images{verdict=\"invalid_reference\"} 0",
     "pullcheck_audit_images{verdict=\"not_found\"} 1",
     "pullcheck_audit_images{verdict=\"platform_missing\"} 0",
     "pullcheck_audit_images{verdict=\"denied\"} 0",
     "pullcheck_audit_images{verdict=\"unauthenticated\"} 1",
+    "pullcheck_audit_images{verdict=\"unusable_artifact\"} 0",
     "pullcheck_audit_images{verdict=\"transient\"} 0",
 ];
 
@@ -325,6 +326,10 @@ fn the_peer_modes_cover_every_verdict() {
             (
                 Verdict::Unauthenticated,
                 "k8s_image_availability_exporter_authentication_failure"
+            ),
+            (
+                Verdict::UnusableArtifact,
+                "k8s_image_availability_exporter_unknown_error"
             ),
             (
                 Verdict::Transient,
