@@ -1,8 +1,9 @@
 //! The collections the audit lists: every kind of the template table
 //! ([`crate::k8s::templates::Table`], the long-running workloads included), as API paths,
 //! and the list calls with their limits. A kind whose collection the server doesn't serve
-//! (a 404: no such CRD) is left out silently; one the user may not list (a 403) is said, and
-//! the run goes on without it.
+//! (a 404, or a group discovery doesn't know: no such CRD) is left out and named once in the
+//! report; one the user may not list (a 403) is said with the RBAC rule it lacks, and the run
+//! goes on without it (the exit code says the result is incomplete, [`super::exit_code`]).
 
 use std::time::Duration;
 
@@ -55,6 +56,23 @@ impl Collection {
     }
 }
 
+/// The template table the audit reads: the built-in kinds, the long-running workloads, and
+/// Kueue's Workload (`kueue.x-k8s.io`, every version: v0.19.2's CRD serves `v1beta2`, its
+/// storage version, and `v1beta1`, with `spec.podSets[*].template` in both). The Workload
+/// row is the audit's only: the webhook and `inject` never change a Workload, Kueue makes it
+/// from its job.
+pub(crate) fn audit_table() -> Table {
+    let mut table = Table::builtin().with_workloads();
+    table.extend(vec![crate::k8s::templates::KindEntry {
+        api_version: "kueue.x-k8s.io".into(),
+        kind: "Workload".into(),
+        pod_template_paths: vec!["spec.podSets[*].template".into()],
+        job_spec_path: None,
+        run_policy_path: None,
+    }]);
+    table
+}
+
 /// The collections of `table`'s kinds, in the order they are listed: the table's, one per
 /// (group, version, kind).
 ///
@@ -92,8 +110,8 @@ pub(crate) enum Listed {
     Objects(Vec<Value>),
     /// The server doesn't serve it (404): the CRD isn't installed.
     NotServed,
-    /// The user may not list it (403): the API's message.
-    Forbidden(String),
+    /// The user may not list it (403).
+    Forbidden,
 }
 
 /// List `c` in `namespace` (`None`: every namespace), every page.
@@ -136,7 +154,7 @@ pub(crate) async fn list(
             ))
         }
         Err(e) if e.status() == Some(404) => Ok(Listed::NotServed),
-        Err(e) if e.status() == Some(403) => Ok(Listed::Forbidden(e.to_string())),
+        Err(e) if e.status() == Some(403) => Ok(Listed::Forbidden),
         Err(e) => Err(e),
     }
 }
@@ -158,7 +176,7 @@ mod tests {
 
     #[test]
     fn every_builtin_kind_and_workload_is_one_collection() {
-        let got: Vec<String> = collections(&Table::builtin().with_workloads())
+        let got: Vec<String> = collections(&audit_table())
             .iter()
             .map(|c| {
                 format!(
@@ -169,7 +187,7 @@ mod tests {
             })
             .collect();
         // The resource names as the API serves them (k8s.io/api, the training-operator,
-        // mpi-operator and JobSet CRDs).
+        // mpi-operator, JobSet and Kueue CRDs).
         assert_eq!(
             got,
             [
@@ -188,6 +206,7 @@ mod tests {
                 "apps/v1 statefulsets.apps",
                 "apps/v1 daemonsets.apps",
                 "apps/v1 replicasets.apps",
+                "kueue.x-k8s.io/* workloads.kueue.x-k8s.io",
             ]
         );
     }

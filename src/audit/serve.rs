@@ -152,6 +152,7 @@ async fn one(
         client,
         namespace: settings.namespace.as_deref(),
         budget: settings.budget,
+        now: jiff::Timestamp::now(),
     };
     super::run(pass, &|_| {}).await.map_err(|e| e.to_string())
 }

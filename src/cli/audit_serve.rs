@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use super::args::Output;
 use super::{CliError, UsageError};
 use crate::apiserver::ApiClient;
 use crate::audit::metrics::{DEFAULT_MAX_SERIES, MetricNames};
@@ -155,14 +154,15 @@ impl ServeArgs {
 /// `config` is the one-pass audit's resolver configuration (`pullcheck audit`'s flags).
 pub(super) async fn run(
     serve: &ServeArgs,
-    output: Output,
+    document: bool,
     config: Config,
     client: ApiClient,
     namespace: Option<String>,
 ) -> Result<u8, CliError> {
-    if output == Output::Json {
+    if document {
         return Err(UsageError(
-            "-o json: --serve prints no document (its results are on /metrics); drop -o".into(),
+            "-o json|yaml: --serve prints no document (its results are on /metrics); drop -o"
+                .into(),
         )
         .into());
     }

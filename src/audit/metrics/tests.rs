@@ -19,6 +19,7 @@ fn row(container: &str, image: &str, verdict: Verdict) -> ImageRow {
 
 fn workload(kind: &str, name: &str, images: Vec<ImageRow>) -> WorkloadRow {
     WorkloadRow {
+        next_run: None,
         namespace: "team-a".into(),
         kind: kind.into(),
         name: name.into(),
@@ -48,6 +49,8 @@ fn report() -> Report {
             ),
         ],
         skipped: vec![],
+        unserved: vec![],
+        forbidden: vec![],
         registry_quota: BTreeMap::from([(
             "docker.io".to_string(),
             Quota {

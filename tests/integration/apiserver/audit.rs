@@ -17,6 +17,11 @@ use super::{ensure_namespace, get_json, kubectl_ok, service_account};
 use crate::support::{self, fixture, process};
 
 const NS: &str = "audit-e2e";
+/// The nightly CronJob's schedule and zone: midnight of February 29th in Kathmandu
+/// (UTC+05:45), a time that stays the next one until it comes ([`NIGHTLY_NEXT`]).
+const NIGHTLY: (&str, &str) = ("0 0 29 2 *", "Asia/Kathmandu");
+/// 2028-02-29 00:00 +05:45, in UTC.
+const NIGHTLY_NEXT: &str = "2028-02-28T18:15:00Z";
 const NODES: [(&str, &str); 2] = [
     ("pullcheck-audit-amd64", "amd64"),
     ("pullcheck-audit-arm64", "arm64"),
@@ -83,7 +88,13 @@ fn objects(i: &Images) {
     super::pull_secret(NS, "regcred");
     create(
         &json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
-        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec(&i.missing)}}}}}),
+        "spec": {"schedule": NIGHTLY.0, "timeZone": NIGHTLY.1,
+            "jobTemplate": {"spec": {"template": {"spec": spec(&i.missing)}}}}}),
+    );
+    create(
+        &json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "paused"},
+        "spec": {"schedule": "@hourly", "suspend": true,
+            "jobTemplate": {"spec": {"template": {"spec": spec(&i.present)}}}}}),
     );
     let cron = owner("batch/v1", "CronJob", "nightly");
     create(&json!({"apiVersion": "batch/v1", "kind": "Job",
@@ -144,6 +155,21 @@ fn objects(i: &Images) {
     create(&json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "orphan-x", "labels": {"app": "orphan"}, "ownerReferences": [orphan]},
         "spec": always(&i.present)}));
+    // Kueue's Workloads: one Kueue made for the Job `queued` (its copy: skipped), one of no
+    // job the audit reads (audited).
+    let queued = owner("batch/v1", "Job", "queued");
+    let podset =
+        |image: &str| json!({"name": "main", "count": 1, "template": {"spec": spec(image)}});
+    create(
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-queued-1", "ownerReferences": [queued]},
+        "spec": {"queueName": "team", "podSets": [podset(&i.present)]}}),
+    );
+    create(
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "raw"},
+        "spec": {"queueName": "team", "podSets": [podset(&i.gone)]}}),
+    );
     let mut private = spec(&i.private);
     private["imagePullSecrets"] = json!([{"name": "regcred"}]);
     create(
@@ -161,7 +187,7 @@ fn restricted_token(dir: &tempfile::TempDir) -> PathBuf {
             {"apiGroups": [""], "resources": ["pods", "serviceaccounts"], "verbs": ["get", "list"]},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
-            {"apiGroups": ["kubeflow.org", "jobset.x-k8s.io"], "resources": ["*"], "verbs": ["list"]}]});
+            {"apiGroups": ["kubeflow.org", "jobset.x-k8s.io", "kueue.x-k8s.io"], "resources": ["*"], "verbs": ["list"]}]});
     kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "auditor", "namespace": NS},
@@ -209,12 +235,25 @@ fn workload(kind: &str, name: &str, images: Vec<Value>) -> Value {
     json!({"namespace": NS, "kind": kind, "name": name, "images": images})
 }
 
+/// The kinds of the built-in table whose CRDs the harness doesn't install
+/// ([`super::install_crds`] installs PyTorchJob and JobSet).
+fn unserved() -> Value {
+    json!([
+        "jaxjobs.kubeflow.org",
+        "mpijobs.kubeflow.org",
+        "paddlejobs.kubeflow.org",
+        "tfjobs.kubeflow.org",
+        "xgboostjobs.kubeflow.org"
+    ])
+}
+
 fn skipped() -> Value {
     json!([
         {"namespace": NS, "kind": "Job", "name": "done", "reason": "finished", "condition": "Complete"},
         {"namespace": NS, "kind": "Job", "name": "nightly-manual", "reason": "owned", "owner_kind": "CronJob", "owner_name": "nightly"},
         {"namespace": NS, "kind": "Pod", "name": "orphan-x", "reason": "owned", "owner_kind": "ReplicaSet", "owner_name": "orphan"},
         {"namespace": NS, "kind": "ReplicaSet", "name": "web-1", "reason": "owned", "owner_kind": "Deployment", "owner_name": "web"},
+        {"namespace": NS, "kind": "Workload", "name": "job-queued-1", "reason": "owned", "owner_kind": "Job", "owner_name": "queued"},
     ])
 }
 
@@ -228,18 +267,27 @@ fn workloads(i: &Images, private: Value) -> Value {
             f.anon.host
         )
     };
+    let mut nightly = workload(
+        "CronJob",
+        "nightly",
+        vec![image(
+            "main",
+            &i.missing,
+            "not_found",
+            11,
+            &not_found("oci/app", "gone"),
+        )],
+    );
+    nightly["next_run"] = json!(NIGHTLY_NEXT);
+    let mut paused = workload(
+        "CronJob",
+        "paused",
+        vec![image("main", &i.present, "pullable", 0, "manifest found")],
+    );
+    paused["next_run"] = json!("suspended");
     json!([
-        workload(
-            "CronJob",
-            "nightly",
-            vec![image(
-                "main",
-                &i.missing,
-                "not_found",
-                11,
-                &not_found("oci/app", "gone")
-            )]
-        ),
+        nightly,
+        paused,
         workload(
             "DaemonSet",
             "agent",
@@ -278,11 +326,23 @@ fn workloads(i: &Images, private: Value) -> Value {
             "db",
             vec![image("main", &i.multi, "pullable", 0, "manifest found")]
         ),
+        workload(
+            "Workload",
+            "raw",
+            vec![image(
+                "main",
+                &i.gone,
+                "not_found",
+                11,
+                &not_found("docker/app", "v9")
+            )]
+        ),
     ])
 }
 
 /// The table `pullcheck audit` prints for a document without marked rows: NAMESPACE,
-/// KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON (`-` for a pullable image), then the summary.
+/// KIND/NAME, CONTAINER, IMAGE, NEXT RUN (`-` but for CronJobs), VERDICT, REASON (`-` for a
+/// pullable image), then the unserved kinds and the summary.
 fn table(doc: &Value) -> String {
     let mut rows = vec![
         [
@@ -290,6 +350,7 @@ fn table(doc: &Value) -> String {
             "KIND/NAME",
             "CONTAINER",
             "IMAGE",
+            "NEXT RUN",
             "VERDICT",
             "REASON",
         ]
@@ -307,6 +368,7 @@ fn table(doc: &Value) -> String {
                 format!("{}/{}", s(&w["kind"]), s(&w["name"])),
                 s(&i["container"]),
                 s(&i["image"]),
+                w.get("next_run").map_or("-".to_string(), s),
                 s(&i["verdict"]),
                 if pullable {
                     "-".into()
@@ -316,17 +378,27 @@ fn table(doc: &Value) -> String {
             ]);
         }
     }
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap())
         .collect();
     let mut out = String::new();
     for r in &rows {
-        for c in 0..5 {
+        for c in 0..6 {
             out.push_str(&format!("{:<w$}   ", r[c], w = widths[c]));
         }
-        out.push_str(&r[5]);
+        out.push_str(&r[6]);
         out.push('\n');
     }
+    let unserved: Vec<&str> = doc["unserved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    out.push_str(&format!(
+        "not served by this API server, skipped: {}\n",
+        unserved.join(", ")
+    ));
     out.push_str(&format!(
         "audited {} workloads, {images} images: {} pullable, {failing} not; {} skipped (exit {})\n",
         doc["workloads"].as_array().unwrap().len(),
@@ -345,6 +417,8 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         "needs a control plane: run scripts/apiserver-e2e.sh"
     );
     let i = images();
+    super::install_crds();
+    super::kueue::crds();
     objects(&i);
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (scripts/apiserver-e2e.sh)");
     let admin = audit(&[], &[("KUBECONFIG", &kubeconfig)]);
@@ -354,7 +428,8 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         admin.json(),
         json!({"schema_version": 1, "exit_code": 11,
             "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "nodes",
-            "workloads": workloads(&i, private), "skipped": skipped()}),
+            "workloads": workloads(&i, private), "skipped": skipped(),
+            "unserved": unserved(), "forbidden": []}),
         "stderr:\n{}",
         admin.stderr
     );
@@ -375,6 +450,12 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         "stderr:\n{}",
         text.stderr
     );
+
+    // -o yaml: the same document.
+    let yaml = audit_as("yaml", &[], &[("KUBECONFIG", &kubeconfig)]);
+    yaml.assert_code(11);
+    let doc: Value = serde_saphyr::from_str(&yaml.stdout).unwrap();
+    assert_eq!(doc, admin.json(), "stderr:\n{}", yaml.stderr);
 
     // Under a Role that may not read Secrets nor list Nodes.
     let dir = support::temp_dir();
@@ -409,7 +490,8 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         restricted.json(),
         json!({"schema_version": 1, "exit_code": 11,
             "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "default_nodes_forbidden",
-            "workloads": workloads(&i, private), "skipped": skipped()}),
+            "workloads": workloads(&i, private), "skipped": skipped(),
+            "unserved": unserved(), "forbidden": []}),
         "stderr:\n{}",
         restricted.stderr
     );
@@ -423,4 +505,68 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
             ),
         ],
     );
+
+    // The same Role with -A: every list is cluster-wide, which a Role can't grant. Nothing
+    // was read, so the exit code is 2, never a green 0, and stderr says what to do.
+    let all = process::run(
+        &[
+            "audit",
+            "-A",
+            "-o",
+            "json",
+            "--apiserver",
+            &server,
+            "--apiserver-token-file",
+            &token,
+            "--apiserver-ca-file",
+            &cp_ca,
+        ],
+        &[],
+    );
+    all.assert_code(2);
+    let refused: Vec<(&str, &str)> = vec![
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("", "pods"),
+        ("kubeflow.org", "pytorchjobs"),
+        ("kubeflow.org", "tfjobs"),
+        ("kubeflow.org", "mpijobs"),
+        ("kubeflow.org", "xgboostjobs"),
+        ("kubeflow.org", "paddlejobs"),
+        ("kubeflow.org", "jaxjobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("apps", "replicasets"),
+        ("kueue.x-k8s.io", "workloads"),
+    ];
+    let forbidden: Vec<Value> = refused
+        .iter()
+        .map(|(g, r)| json!({"group": g, "resource": r, "namespace": null}))
+        .collect();
+    assert_eq!(
+        all.json(),
+        json!({"schema_version": 1, "exit_code": 2,
+            "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "default_nodes_forbidden",
+            "workloads": [], "skipped": [], "unserved": [], "forbidden": forbidden}),
+        "stderr:\n{}",
+        all.stderr
+    );
+    let mut said = vec![
+        "pullcheck: nodes may not be listed (403): checking the default cluster platforms linux/amd64, linux/arm64".to_string(),
+    ];
+    for (g, r) in &refused {
+        let resource = if g.is_empty() {
+            r.to_string()
+        } else {
+            format!("{r}.{g}")
+        };
+        let core = if g.is_empty() { " (core)" } else { "" };
+        said.push(format!(
+            "pullcheck: {resource} may not be listed cluster-wide (403): not audited; RBAC needs verb \"list\" on resource \"{r}\" in API group \"{g}\"{core}"
+        ));
+    }
+    said.push("pullcheck: -A lists every namespace at once, which only a ClusterRole (bound by a ClusterRoleBinding) grants; a namespaced Role doesn't: audit one namespace with -n NAMESPACE".into());
+    assert_eq!(all.stderr.lines().collect::<Vec<_>>(), said);
 }
