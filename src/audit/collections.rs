@@ -1,8 +1,9 @@
 //! The collections the audit lists: every kind of the template table
 //! ([`crate::k8s::templates::Table`], the long-running workloads included), as API paths,
 //! and the list calls with their limits. A kind whose collection the server doesn't serve
-//! (a 404: no such CRD) is left out silently; one the user may not list (a 403) is said, and
-//! the run goes on without it.
+//! (a 404, or a group discovery doesn't know: no such CRD) is left out and named once in the
+//! report; one the user may not list (a 403) is said with the RBAC rule it lacks, and the run
+//! goes on without it (the exit code says the result is incomplete, [`super::exit_code`]).
 
 use std::time::Duration;
 
@@ -92,8 +93,8 @@ pub(crate) enum Listed {
     Objects(Vec<Value>),
     /// The server doesn't serve it (404): the CRD isn't installed.
     NotServed,
-    /// The user may not list it (403): the API's message.
-    Forbidden(String),
+    /// The user may not list it (403).
+    Forbidden,
 }
 
 /// List `c` in `namespace` (`None`: every namespace), every page.
@@ -136,7 +137,7 @@ pub(crate) async fn list(
             ))
         }
         Err(e) if e.status() == Some(404) => Ok(Listed::NotServed),
-        Err(e) if e.status() == Some(403) => Ok(Listed::Forbidden(e.to_string())),
+        Err(e) if e.status() == Some(403) => Ok(Listed::Forbidden),
         Err(e) => Err(e),
     }
 }

@@ -32,7 +32,7 @@ use crate::webhook::platforms::template_platforms;
 use crate::webhook::review::{Checked, ImageCheck, SecretAccess};
 use collections::{Collection, Listed};
 use platforms::ClusterPlatforms;
-use report::{CredentialsNote, ImageRow, Report, SkippedRow, WorkloadRow};
+use report::{CredentialsNote, ForbiddenList, ImageRow, Report, SkippedRow, WorkloadRow};
 
 /// Workloads resolved at once (each resolves its own images `--concurrency` at a time,
 /// and the verdict cache coalesces the same image asked twice).
@@ -54,12 +54,9 @@ pub(crate) enum Note {
     /// Which platforms are checked, and from where.
     Platforms(ClusterPlatforms),
     /// A collection the caller may not list (403): its workloads are not audited.
-    Forbidden {
-        /// `jobs.batch`, …
-        resource: String,
-        /// The API's answer.
-        message: String,
-    },
+    Forbidden(ForbiddenList),
+    /// `-A` and some list was refused: a namespaced Role can't grant a cluster-wide list.
+    AllNamespacesForbidden,
     /// Pull secrets the caller may not read (403) in these namespaces: the images of their
     /// templates were checked without them, marked.
     SecretsRefused(Vec<String>),
@@ -72,9 +69,18 @@ impl std::fmt::Display for Note {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Note::Platforms(p) => f.write_str(&p.announce()),
-            Note::Forbidden { resource, message } => {
-                write!(f, "{resource} may not be listed, not audited: {message}")
-            }
+            Note::Forbidden(l) => write!(
+                f,
+                "{} may not be listed {} (403): not audited; RBAC needs verb \"list\" on resource \"{}\" in API group \"{}\"{}",
+                l.resource(),
+                l.scope(),
+                l.plural,
+                l.group,
+                if l.group.is_empty() { " (core)" } else { "" }
+            ),
+            Note::AllNamespacesForbidden => f.write_str(
+                "-A lists every namespace at once, which only a ClusterRole (bound by a ClusterRoleBinding) grants; a namespaced Role doesn't: audit one namespace with -n NAMESPACE",
+            ),
             Note::SecretsRefused(ns) => write!(
                 f,
                 "pull secrets may not be read (403) in namespace {}: their workloads' images were checked anonymously, marked *",
@@ -136,20 +142,23 @@ pub(crate) async fn run(
     notes.push(Note::Platforms(cluster.clone()));
     let table = Table::builtin().with_workloads();
     let mut objects = Vec::new();
+    let mut unread = Unread::default();
     for c in collections::collections(&table) {
-        match collections::list(pass.client, &c, pass.namespace)
+        let listed = collections::list(pass.client, &c, pass.namespace)
             .await
             .map_err(|source| AuditError {
                 resource: c.resource(),
                 source,
-            })? {
-            Listed::Objects(o) => objects.extend(o),
-            Listed::NotServed => {}
-            Listed::Forbidden(message) => notes.push(Note::Forbidden {
-                resource: c.resource(),
-                message,
-            }),
+            })?;
+        unread.add(&c, &listed, pass.namespace);
+        if let Listed::Objects(o) = listed {
+            objects.extend(o);
         }
+    }
+    let (unserved, forbidden) = unread.finish();
+    notes.extend(forbidden.iter().cloned().map(Note::Forbidden));
+    if pass.namespace.is_none() && !forbidden.is_empty() {
+        notes.push(Note::AllNamespacesForbidden);
     }
     let (workloads, mut skipped) = select_all(dedupe(objects));
     let (templates, images) = census(&workloads, &table);
@@ -210,7 +219,10 @@ pub(crate) async fn run(
     }
     skipped.sort_by(|a, b| (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name)));
     let workloads: Vec<WorkloadRow> = rows.into_iter().map(|(w, _)| w).collect();
-    let exit_code = combined_exit_code(workloads.iter().flat_map(|w| &w.images).map(|i| i.verdict));
+    let exit_code = exit_code(
+        workloads.iter().flat_map(|w| &w.images).map(|i| i.verdict),
+        !forbidden.is_empty(),
+    );
     Ok((
         Report {
             exit_code,
@@ -218,6 +230,8 @@ pub(crate) async fn run(
             platform_source: cluster.source,
             workloads,
             skipped,
+            unserved,
+            forbidden,
         },
         notes,
     ))
@@ -233,12 +247,78 @@ async fn nodes(client: &ApiClient) -> Result<Option<Vec<Value>>, AuditError> {
     };
     match collections::list(client, &c, None).await {
         Ok(Listed::Objects(n)) => Ok(Some(n)),
-        Ok(Listed::Forbidden(_)) => Ok(None),
+        Ok(Listed::Forbidden) => Ok(None),
         Ok(Listed::NotServed) => Ok(Some(Vec::new())),
         Err(source) => Err(AuditError {
             resource: c.resource(),
             source,
         }),
+    }
+}
+
+/// The exit code of a pass: `scan`'s rule over the images read
+/// ([`combined_exit_code`]), except that a pass that could not list some kind (403) is never
+/// 0 nor 20: its silence about those workloads proves nothing, and asking again won't help.
+/// A permanent failure among the images read (10–14) still wins, being a finding about a
+/// real workload; otherwise it is 2, "the caller's to fix", as `watch --once` exits when
+/// the API refuses it.
+pub(crate) fn exit_code(verdicts: impl IntoIterator<Item = Verdict>, incomplete: bool) -> u8 {
+    let code = combined_exit_code(verdicts);
+    if incomplete && !(10..20).contains(&code) {
+        crate::verdict::code::USAGE
+    } else {
+        code
+    }
+}
+
+/// The collections that could not be read, gathered while listing.
+#[derive(Default)]
+struct Unread {
+    /// Resources (`jobsets.jobset.x-k8s.io`) with a version not served, in table order.
+    missing: Vec<String>,
+    /// Resources with a version that was served.
+    served: std::collections::HashSet<String>,
+    /// Lists refused (403), each resource once.
+    forbidden: Vec<ForbiddenList>,
+}
+
+impl Unread {
+    fn add(&mut self, c: &Collection, listed: &Listed, namespace: Option<&str>) {
+        let resource = c.resource();
+        match listed {
+            Listed::Objects(_) => {
+                self.served.insert(resource);
+            }
+            Listed::NotServed => {
+                if !self.missing.contains(&resource) {
+                    self.missing.push(resource);
+                }
+            }
+            Listed::Forbidden => {
+                // Served (the API knows what it refuses), and said once per resource.
+                self.served.insert(resource);
+                let f = ForbiddenList {
+                    group: c.group.clone(),
+                    plural: c.plural.clone(),
+                    namespace: namespace.map(str::to_string),
+                };
+                if !self.forbidden.contains(&f) {
+                    self.forbidden.push(f);
+                }
+            }
+        }
+    }
+
+    /// The resources no version of which is served (an MPIJob served as `kubeflow.org/v1`
+    /// but not `v2beta1` was read), sorted; and the refused lists.
+    fn finish(self) -> (Vec<String>, Vec<ForbiddenList>) {
+        let mut unserved: Vec<String> = self
+            .missing
+            .into_iter()
+            .filter(|r| !self.served.contains(r))
+            .collect();
+        unserved.sort();
+        (unserved, self.forbidden)
     }
 }
 

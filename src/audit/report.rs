@@ -64,6 +64,37 @@ pub(crate) struct SkippedRow {
     pub reason: SkipReason,
 }
 
+/// A list the API refused (403): what RBAC rule would allow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ForbiddenList {
+    /// The API group (empty for the core group).
+    pub group: String,
+    /// The resource, as RBAC rules name it (`jobs`); the verb refused is always `list`.
+    #[serde(rename = "resource")]
+    pub plural: String,
+    /// The namespace listed; `None` for every namespace (`-A`).
+    pub namespace: Option<String>,
+}
+
+impl ForbiddenList {
+    /// `jobs.batch`, `pods`.
+    pub(crate) fn resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// `in namespace team-a`, or `cluster-wide`.
+    pub(crate) fn scope(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "cluster-wide".to_string(),
+        }
+    }
+}
+
 /// The result of one pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Report {
@@ -77,6 +108,11 @@ pub(crate) struct Report {
     pub workloads: Vec<WorkloadRow>,
     /// The objects left out.
     pub skipped: Vec<SkippedRow>,
+    /// Resources the API server doesn't serve (no such CRD): nothing of theirs exists to
+    /// audit. Sorted.
+    pub unserved: Vec<String>,
+    /// Lists refused (403): their workloads were not read, so the result is incomplete.
+    pub forbidden: Vec<ForbiddenList>,
 }
 
 #[derive(Serialize)]
@@ -148,6 +184,21 @@ pub(crate) fn text(report: &Report) -> String {
     }
     if marked {
         out.push_str("* checked anonymously: the pull secrets of its pods may not be read (403)\n");
+    }
+    if !report.forbidden.is_empty() {
+        let names: Vec<String> = report.forbidden.iter().map(ForbiddenList::resource).collect();
+        let _ = writeln!(
+            out,
+            "not read, listing refused (403): {} (the result is incomplete)",
+            names.join(", ")
+        );
+    }
+    if !report.unserved.is_empty() {
+        let _ = writeln!(
+            out,
+            "not served by this API server, skipped: {}",
+            report.unserved.join(", ")
+        );
     }
     let images: Vec<&ImageRow> = report.workloads.iter().flat_map(|w| &w.images).collect();
     let failing = images
@@ -221,6 +272,12 @@ mod tests {
                 name: "nightly-1".into(),
                 reason: SkipReason::Mirror,
             }],
+            unserved: vec!["jobsets.jobset.x-k8s.io".into(), "tfjobs.kubeflow.org".into()],
+            forbidden: vec![ForbiddenList {
+                group: "batch".into(),
+                plural: "jobs".into(),
+                namespace: Some("team-a".into()),
+            }],
         }
     }
 
@@ -234,6 +291,8 @@ team-a      CronJob/nightly   main        r.example/gone:v1      not_found      
 team-a      Deployment/web    web         r.example/web:v2       pullable           -
 team-a      Deployment/web    app         r.example/private:v1   unauthenticated*   401
 * checked anonymously: the pull secrets of its pods may not be read (403)
+not read, listing refused (403): jobs.batch (the result is incomplete)
+not served by this API server, skipped: jobsets.jobset.x-k8s.io, tfjobs.kubeflow.org
 audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
 "
         );
@@ -247,6 +306,8 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
             platform_source: PlatformSource::DefaultNoNodes,
             workloads: vec![],
             skipped: vec![],
+            unserved: vec![],
+            forbidden: vec![],
         };
         assert_eq!(
             text(&r),
@@ -269,6 +330,14 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
         assert_eq!(
             v["skipped"],
             serde_json::json!([{"namespace": "team-a", "kind": "Job", "name": "nightly-1", "reason": "mirror"}])
+        );
+        assert_eq!(
+            v["unserved"],
+            serde_json::json!(["jobsets.jobset.x-k8s.io", "tfjobs.kubeflow.org"])
+        );
+        assert_eq!(
+            v["forbidden"],
+            serde_json::json!([{"group": "batch", "resource": "jobs", "namespace": "team-a"}])
         );
     }
 }

@@ -100,15 +100,66 @@ fn a_check_becomes_a_row_with_its_credentials_mark() {
 #[test]
 fn notes_are_one_plain_line_each() {
     assert_eq!(
-        Note::Forbidden {
-            resource: "jobs.batch".into(),
-            message: "LIST /apis/batch/v1/namespaces/a/jobs: 403 Forbidden".into()
-        }
+        Note::Forbidden(ForbiddenList {
+            group: "batch".into(),
+            plural: "jobs".into(),
+            namespace: Some("a".into()),
+        })
         .to_string(),
-        "jobs.batch may not be listed, not audited: LIST /apis/batch/v1/namespaces/a/jobs: 403 Forbidden"
+        "jobs.batch may not be listed in namespace a (403): not audited; RBAC needs verb \"list\" on resource \"jobs\" in API group \"batch\""
+    );
+    assert_eq!(
+        Note::Forbidden(ForbiddenList {
+            group: String::new(),
+            plural: "pods".into(),
+            namespace: None,
+        })
+        .to_string(),
+        "pods may not be listed cluster-wide (403): not audited; RBAC needs verb \"list\" on resource \"pods\" in API group \"\" (core)"
+    );
+    assert_eq!(
+        Note::AllNamespacesForbidden.to_string(),
+        "-A lists every namespace at once, which only a ClusterRole (bound by a ClusterRoleBinding) grants; a namespaced Role doesn't: audit one namespace with -n NAMESPACE"
     );
     assert_eq!(
         Note::SecretsRefused(vec!["a".into(), "b".into()]).to_string(),
         "pull secrets may not be read (403) in namespace a, b: their workloads' images were checked anonymously, marked *"
     );
+}
+
+#[test]
+fn a_kind_not_listed_is_never_a_green_result() {
+    use Verdict::*;
+    // Complete: scan's rule.
+    assert_eq!(exit_code([Pullable], false), 0);
+    assert_eq!(exit_code([Pullable, Transient], false), 20);
+    // Incomplete: never 0 nor 20, but a real finding among what was read still wins.
+    assert_eq!(exit_code([Pullable], true), 2);
+    assert_eq!(exit_code([], true), 2);
+    assert_eq!(exit_code([Transient], true), 2);
+    assert_eq!(exit_code([Pullable, NotFound, Transient], true), 11);
+}
+
+fn collection(group: &str, version: &str, plural: &str) -> Collection {
+    Collection {
+        group: group.into(),
+        version: Some(version.into()),
+        kind: String::new(),
+        plural: plural.into(),
+    }
+}
+
+#[test]
+fn a_resource_is_unserved_only_when_no_version_of_it_is_served() {
+    let mut u = Unread::default();
+    u.add(&collection("kubeflow.org", "v1", "tfjobs"), &Listed::NotServed, Some("a"));
+    u.add(&collection("kubeflow.org", "v1", "mpijobs"), &Listed::Objects(vec![]), Some("a"));
+    u.add(&collection("kubeflow.org", "v2beta1", "mpijobs"), &Listed::NotServed, Some("a"));
+    u.add(&collection("batch", "v1", "jobs"), &Listed::Forbidden, Some("a"));
+    u.add(&collection("", "v1", "pods"), &Listed::Forbidden, Some("a"));
+    u.add(&collection("apps", "v1", "deployments"), &Listed::NotServed, Some("a"));
+    let (unserved, forbidden) = u.finish();
+    assert_eq!(unserved, ["deployments.apps", "tfjobs.kubeflow.org"]);
+    let names: Vec<String> = forbidden.iter().map(ForbiddenList::resource).collect();
+    assert_eq!(names, ["jobs.batch", "pods"]);
 }

@@ -209,6 +209,18 @@ fn workload(kind: &str, name: &str, images: Vec<Value>) -> Value {
     json!({"namespace": NS, "kind": kind, "name": name, "images": images})
 }
 
+/// The kinds of the built-in table whose CRDs the harness doesn't install
+/// ([`super::install_crds`] installs PyTorchJob and JobSet).
+fn unserved() -> Value {
+    json!([
+        "jaxjobs.kubeflow.org",
+        "mpijobs.kubeflow.org",
+        "paddlejobs.kubeflow.org",
+        "tfjobs.kubeflow.org",
+        "xgboostjobs.kubeflow.org"
+    ])
+}
+
 fn skipped() -> Value {
     json!([
         {"namespace": NS, "kind": "Job", "name": "done", "reason": "finished", "condition": "Complete"},
@@ -327,6 +339,16 @@ fn table(doc: &Value) -> String {
         out.push_str(&r[5]);
         out.push('\n');
     }
+    let unserved: Vec<&str> = doc["unserved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    out.push_str(&format!(
+        "not served by this API server, skipped: {}\n",
+        unserved.join(", ")
+    ));
     out.push_str(&format!(
         "audited {} workloads, {images} images: {} pullable, {failing} not; {} skipped (exit {})\n",
         doc["workloads"].as_array().unwrap().len(),
@@ -345,6 +367,7 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         "needs a control plane: run scripts/apiserver-e2e.sh"
     );
     let i = images();
+    super::install_crds();
     objects(&i);
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (scripts/apiserver-e2e.sh)");
     let admin = audit(&[], &[("KUBECONFIG", &kubeconfig)]);
@@ -354,7 +377,8 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         admin.json(),
         json!({"schema_version": 1, "exit_code": 11,
             "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "nodes",
-            "workloads": workloads(&i, private), "skipped": skipped()}),
+            "workloads": workloads(&i, private), "skipped": skipped(),
+            "unserved": unserved(), "forbidden": []}),
         "stderr:\n{}",
         admin.stderr
     );
@@ -409,7 +433,8 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         restricted.json(),
         json!({"schema_version": 1, "exit_code": 11,
             "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "default_nodes_forbidden",
-            "workloads": workloads(&i, private), "skipped": skipped()}),
+            "workloads": workloads(&i, private), "skipped": skipped(),
+            "unserved": unserved(), "forbidden": []}),
         "stderr:\n{}",
         restricted.stderr
     );
@@ -423,4 +448,67 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
             ),
         ],
     );
+
+    // The same Role with -A: every list is cluster-wide, which a Role can't grant. Nothing
+    // was read, so the exit code is 2, never a green 0, and stderr says what to do.
+    let all = process::run(
+        &[
+            "audit",
+            "-A",
+            "-o",
+            "json",
+            "--apiserver",
+            &server,
+            "--apiserver-token-file",
+            &token,
+            "--apiserver-ca-file",
+            &cp_ca,
+        ],
+        &[],
+    );
+    all.assert_code(2);
+    let refused: Vec<(&str, &str)> = vec![
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("", "pods"),
+        ("kubeflow.org", "pytorchjobs"),
+        ("kubeflow.org", "tfjobs"),
+        ("kubeflow.org", "mpijobs"),
+        ("kubeflow.org", "xgboostjobs"),
+        ("kubeflow.org", "paddlejobs"),
+        ("kubeflow.org", "jaxjobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("apps", "replicasets"),
+    ];
+    let forbidden: Vec<Value> = refused
+        .iter()
+        .map(|(g, r)| json!({"group": g, "resource": r, "namespace": null}))
+        .collect();
+    assert_eq!(
+        all.json(),
+        json!({"schema_version": 1, "exit_code": 2,
+            "platforms": ["linux/amd64", "linux/arm64"], "platform_source": "default_nodes_forbidden",
+            "workloads": [], "skipped": [], "unserved": [], "forbidden": forbidden}),
+        "stderr:\n{}",
+        all.stderr
+    );
+    let mut said = vec![
+        "pullcheck: nodes may not be listed (403): checking the default cluster platforms linux/amd64, linux/arm64".to_string(),
+    ];
+    for (g, r) in &refused {
+        let resource = if g.is_empty() {
+            r.to_string()
+        } else {
+            format!("{r}.{g}")
+        };
+        let core = if g.is_empty() { " (core)" } else { "" };
+        said.push(format!(
+            "pullcheck: {resource} may not be listed cluster-wide (403): not audited; RBAC needs verb \"list\" on resource \"{r}\" in API group \"{g}\"{core}"
+        ));
+    }
+    said.push("pullcheck: -A lists every namespace at once, which only a ClusterRole (bound by a ClusterRoleBinding) grants; a namespaced Role doesn't: audit one namespace with -n NAMESPACE".into());
+    assert_eq!(all.stderr.lines().collect::<Vec<_>>(), said);
 }
