@@ -15,6 +15,7 @@
 pub(crate) mod collections;
 pub(crate) mod platforms;
 pub(crate) mod report;
+pub(crate) mod schedule;
 pub(crate) mod select;
 
 use std::sync::Arc;
@@ -32,7 +33,9 @@ use crate::webhook::platforms::template_platforms;
 use crate::webhook::review::{Checked, ImageCheck, SecretAccess};
 use collections::{Collection, Listed};
 use platforms::ClusterPlatforms;
-use report::{CredentialsNote, ForbiddenList, ImageRow, Report, SkippedRow, WorkloadRow};
+use report::{
+    CredentialsNote, ForbiddenList, ImageRow, NextRun, Report, SkippedRow, WorkloadRow,
+};
 
 /// Workloads resolved at once (each resolves its own images `--concurrency` at a time,
 /// and the verdict cache coalesces the same image asked twice).
@@ -122,6 +125,8 @@ pub(crate) struct Pass<'a> {
     pub namespace: Option<&'a str>,
     /// The time one workload's images may take.
     pub budget: Duration,
+    /// Now, for CronJobs' next runs.
+    pub now: jiff::Timestamp,
 }
 
 /// One workload to audit.
@@ -186,6 +191,7 @@ pub(crate) async fn run(
                 progress(Progress::Checked { done: n, total });
                 (
                     WorkloadRow {
+                        next_run: (w.kind == "CronJob").then(|| next_run(&w.object, pass.now)),
                         namespace: w.namespace,
                         kind: w.kind,
                         name: w.name,
@@ -235,6 +241,27 @@ pub(crate) async fn run(
         },
         notes,
     ))
+}
+
+/// A CronJob's next run: `suspended`, else its schedule's next time after `now` in its
+/// `spec.timeZone` ([`schedule::Schedule`]).
+fn next_run(cron_job: &Value, now: jiff::Timestamp) -> NextRun {
+    if cron_job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        return NextRun::Suspended;
+    }
+    let text = |p: &str| cron_job.pointer(p).and_then(Value::as_str);
+    let last = text("/status/lastScheduleTime")
+        .or_else(|| text("/metadata/creationTimestamp"))
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let Some(spec) = text("/spec/schedule") else {
+        return NextRun::Unknown("no spec.schedule".into());
+    };
+    match schedule::Schedule::parse(spec, text("/spec/timeZone"))
+        .and_then(|s| s.next(now, last))
+    {
+        Ok(t) => NextRun::At(t),
+        Err(e) => NextRun::Unknown(e.to_string()),
+    }
 }
 
 /// The Node objects; `None` when they may not be listed (403).

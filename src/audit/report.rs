@@ -37,6 +37,35 @@ pub(crate) struct ImageRow {
     pub credentials: Option<CredentialsNote>,
 }
 
+/// When a CronJob makes its next Job ([`super::schedule`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NextRun {
+    /// The next scheduled time.
+    At(jiff::Timestamp),
+    /// `spec.suspend: true`: no run until it is resumed.
+    Suspended,
+    /// The schedule or zone could not be read: why.
+    Unknown(String),
+}
+
+impl std::fmt::Display for NextRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // RFC 3339 in UTC, to the second: `2026-12-04T03:00:00Z`.
+            NextRun::At(t) => write!(f, "{}", t.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            NextRun::Suspended => f.write_str("suspended"),
+            NextRun::Unknown(why) => write!(f, "unknown: {why}"),
+        }
+    }
+}
+
+/// In JSON as in the table: one string.
+impl Serialize for NextRun {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// One audited workload and its images, in template order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct WorkloadRow {
@@ -46,6 +75,9 @@ pub(crate) struct WorkloadRow {
     pub kind: String,
     /// Its name.
     pub name: String,
+    /// A CronJob's next run; `None` for every other kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run: Option<NextRun>,
     /// Its pulled images.
     pub images: Vec<ImageRow>,
 }
@@ -130,14 +162,19 @@ pub(crate) fn json(report: &Report) -> Result<String, RenderError> {
     })
 }
 
+/// The columns of the table; the last is not padded.
+const COLUMNS: usize = 7;
+
 /// The table: one line per image, columns padded to their widest cell as `kubectl get`
-/// does (three spaces apart), then a footnote for `*` rows and a summary line.
+/// does (three spaces apart; NEXT RUN is `-` for kinds other than CronJob), then footnotes
+/// for `*` rows and for what was not read, and a summary line.
 pub(crate) fn text(report: &Report) -> String {
-    let mut rows: Vec<[String; 6]> = vec![[
+    let mut rows: Vec<[String; COLUMNS]> = vec![[
         "NAMESPACE".into(),
         "KIND/NAME".into(),
         "CONTAINER".into(),
         "IMAGE".into(),
+        "NEXT RUN".into(),
         "VERDICT".into(),
         "REASON".into(),
     ]];
@@ -160,6 +197,9 @@ pub(crate) fn text(report: &Report) -> String {
                 printable(&format!("{}/{}", w.kind, w.name)).into_owned(),
                 printable(&i.container).into_owned(),
                 printable(&i.image).into_owned(),
+                w.next_run
+                    .as_ref()
+                    .map_or_else(|| "-".to_string(), |n| printable(&n.to_string()).into_owned()),
                 format!("{}{star}", i.verdict),
                 reason,
             ]);
@@ -167,13 +207,13 @@ pub(crate) fn text(report: &Report) -> String {
     }
     let mut out = String::new();
     if rows.len() > 1 {
-        let widths: Vec<usize> = (0..5)
+        let widths: Vec<usize> = (0..COLUMNS - 1)
             .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
             .collect();
         for r in &rows {
             let mut line = String::new();
             for (c, cell) in r.iter().enumerate() {
-                if c < 5 {
+                if c < COLUMNS - 1 {
                     let _ = write!(line, "{cell:<w$}   ", w = widths[c]);
                 } else {
                     line.push_str(cell);
@@ -249,6 +289,7 @@ mod tests {
                     namespace: "team-a".into(),
                     kind: "CronJob".into(),
                     name: "nightly".into(),
+                    next_run: Some(NextRun::At("2026-12-04T03:00:00Z".parse().unwrap())),
                     images: vec![row(
                         "main",
                         "r.example/gone:v1",
@@ -260,6 +301,7 @@ mod tests {
                     namespace: "team-a".into(),
                     kind: "Deployment".into(),
                     name: "web".into(),
+                    next_run: None,
                     images: vec![
                         row("web", "r.example/web:v2", Verdict::Pullable, "ok"),
                         anon,
@@ -286,10 +328,10 @@ mod tests {
         assert_eq!(
             text(&report()),
             "\
-NAMESPACE   KIND/NAME         CONTAINER   IMAGE                  VERDICT            REASON
-team-a      CronJob/nightly   main        r.example/gone:v1      not_found          manifest unknown
-team-a      Deployment/web    web         r.example/web:v2       pullable           -
-team-a      Deployment/web    app         r.example/private:v1   unauthenticated*   401
+NAMESPACE   KIND/NAME         CONTAINER   IMAGE                  NEXT RUN               VERDICT            REASON
+team-a      CronJob/nightly   main        r.example/gone:v1      2026-12-04T03:00:00Z   not_found          manifest unknown
+team-a      Deployment/web    web         r.example/web:v2       -                      pullable           -
+team-a      Deployment/web    app         r.example/private:v1   -                      unauthenticated*   401
 * checked anonymously: the pull secrets of its pods may not be read (403)
 not read, listing refused (403): jobs.batch (the result is incomplete)
 not served by this API server, skipped: jobsets.jobset.x-k8s.io, tfjobs.kubeflow.org
@@ -321,6 +363,15 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
         assert_eq!(v["schema_version"], 1);
         assert_eq!(v["exit_code"], 11);
         assert_eq!(v["platform_source"], "nodes");
+        assert_eq!(v["workloads"][0]["next_run"], "2026-12-04T03:00:00Z");
+        // Only CronJobs have the field.
+        assert_eq!(v["workloads"][1].get("next_run"), None);
+        assert_eq!(NextRun::Suspended.to_string(), "suspended");
+        assert_eq!(
+            serde_json::to_value(NextRun::Unknown("no time matches within five years".into()))
+                .unwrap(),
+            "unknown: no time matches within five years"
+        );
         assert_eq!(
             v["workloads"][1]["images"][1],
             serde_json::json!({"container": "app", "image": "r.example/private:v1",

@@ -163,3 +163,37 @@ fn a_resource_is_unserved_only_when_no_version_of_it_is_served() {
     let names: Vec<String> = forbidden.iter().map(ForbiddenList::resource).collect();
     assert_eq!(names, ["jobs.batch", "pods"]);
 }
+
+#[test]
+fn a_cronjob_next_run_is_its_schedule_in_its_zone_or_suspended() {
+    let now: jiff::Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
+    let cron = |spec: Value| serde_json::json!({"kind": "CronJob", "spec": spec});
+    assert_eq!(
+        next_run(&cron(serde_json::json!({"schedule": "0 3 * * *"})), now).to_string(),
+        "2026-12-04T03:00:00Z"
+    );
+    assert_eq!(
+        next_run(
+            &cron(serde_json::json!({"schedule": "0 3 * * *", "timeZone": "Asia/Tokyo"})),
+            now
+        )
+        .to_string(),
+        // 03:00 in Tokyo (UTC+9) is 18:00 the day before in UTC.
+        "2026-12-03T18:00:00Z"
+    );
+    assert_eq!(
+        next_run(
+            &cron(serde_json::json!({"schedule": "0 3 * * *", "suspend": true})),
+            now
+        ),
+        NextRun::Suspended
+    );
+    assert_eq!(
+        next_run(&cron(serde_json::json!({"schedule": "0 3 * *"})), now).to_string(),
+        "unknown: schedule \"0 3 * *\": expected exactly 5 fields, found 4"
+    );
+    // @every counts from the last scheduled run.
+    let mut every = cron(serde_json::json!({"schedule": "@every 2h"}));
+    every["status"] = serde_json::json!({"lastScheduleTime": "2026-12-03T11:30:00Z"});
+    assert_eq!(next_run(&every, now).to_string(), "2026-12-03T13:30:00Z");
+}

@@ -204,6 +204,7 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
         client: &client,
         namespace: namespace.as_deref(),
         budget,
+        now: jiff::Timestamp::now(),
     };
     let result = crate::audit::run(pass, &|p| shown.show(p)).await;
     shown.finish();

@@ -17,6 +17,11 @@ use super::{ensure_namespace, get_json, kubectl_ok, service_account};
 use crate::support::{self, fixture, process};
 
 const NS: &str = "audit-e2e";
+/// The nightly CronJob's schedule and zone: midnight of February 29th in Kathmandu
+/// (UTC+05:45), a time that stays the next one until it comes ([`NIGHTLY_NEXT`]).
+const NIGHTLY: (&str, &str) = ("0 0 29 2 *", "Asia/Kathmandu");
+/// 2028-02-29 00:00 +05:45, in UTC.
+const NIGHTLY_NEXT: &str = "2028-02-28T18:15:00Z";
 const NODES: [(&str, &str); 2] = [
     ("pullcheck-audit-amd64", "amd64"),
     ("pullcheck-audit-arm64", "arm64"),
@@ -83,7 +88,13 @@ fn objects(i: &Images) {
     super::pull_secret(NS, "regcred");
     create(
         &json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
-        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": spec(&i.missing)}}}}}),
+        "spec": {"schedule": NIGHTLY.0, "timeZone": NIGHTLY.1,
+            "jobTemplate": {"spec": {"template": {"spec": spec(&i.missing)}}}}}),
+    );
+    create(
+        &json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "paused"},
+        "spec": {"schedule": "@hourly", "suspend": true,
+            "jobTemplate": {"spec": {"template": {"spec": spec(&i.present)}}}}}),
     );
     let cron = owner("batch/v1", "CronJob", "nightly");
     create(&json!({"apiVersion": "batch/v1", "kind": "Job",
@@ -240,18 +251,27 @@ fn workloads(i: &Images, private: Value) -> Value {
             f.anon.host
         )
     };
+    let mut nightly = workload(
+        "CronJob",
+        "nightly",
+        vec![image(
+            "main",
+            &i.missing,
+            "not_found",
+            11,
+            &not_found("oci/app", "gone"),
+        )],
+    );
+    nightly["next_run"] = json!(NIGHTLY_NEXT);
+    let mut paused = workload(
+        "CronJob",
+        "paused",
+        vec![image("main", &i.present, "pullable", 0, "manifest found")],
+    );
+    paused["next_run"] = json!("suspended");
     json!([
-        workload(
-            "CronJob",
-            "nightly",
-            vec![image(
-                "main",
-                &i.missing,
-                "not_found",
-                11,
-                &not_found("oci/app", "gone")
-            )]
-        ),
+        nightly,
+        paused,
         workload(
             "DaemonSet",
             "agent",
@@ -294,7 +314,8 @@ fn workloads(i: &Images, private: Value) -> Value {
 }
 
 /// The table `pullcheck audit` prints for a document without marked rows: NAMESPACE,
-/// KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON (`-` for a pullable image), then the summary.
+/// KIND/NAME, CONTAINER, IMAGE, NEXT RUN (`-` but for CronJobs), VERDICT, REASON (`-` for a
+/// pullable image), then the unserved kinds and the summary.
 fn table(doc: &Value) -> String {
     let mut rows = vec![
         [
@@ -302,6 +323,7 @@ fn table(doc: &Value) -> String {
             "KIND/NAME",
             "CONTAINER",
             "IMAGE",
+            "NEXT RUN",
             "VERDICT",
             "REASON",
         ]
@@ -319,6 +341,7 @@ fn table(doc: &Value) -> String {
                 format!("{}/{}", s(&w["kind"]), s(&w["name"])),
                 s(&i["container"]),
                 s(&i["image"]),
+                w.get("next_run").map_or("-".to_string(), s),
                 s(&i["verdict"]),
                 if pullable {
                     "-".into()
@@ -328,15 +351,15 @@ fn table(doc: &Value) -> String {
             ]);
         }
     }
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap())
         .collect();
     let mut out = String::new();
     for r in &rows {
-        for c in 0..5 {
+        for c in 0..6 {
             out.push_str(&format!("{:<w$}   ", r[c], w = widths[c]));
         }
-        out.push_str(&r[5]);
+        out.push_str(&r[6]);
         out.push('\n');
     }
     let unserved: Vec<&str> = doc["unserved"]
