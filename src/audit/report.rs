@@ -165,6 +165,17 @@ pub(crate) fn json(report: &Report) -> Result<String, RenderError> {
 /// The columns of the table; the last is not padded.
 const COLUMNS: usize = 7;
 
+/// The `-o yaml` document: the JSON document's value, written as YAML by the project's one
+/// writer ([`crate::k8s::yaml::to_yaml`]), so both carry the same fields.
+pub(crate) fn yaml(report: &Report) -> Result<String, String> {
+    let doc = Document {
+        schema_version: SCHEMA_VERSION,
+        report,
+    };
+    let value = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
+    crate::k8s::yaml::to_yaml(&value).map_err(|e| e.to_string())
+}
+
 /// The table: one line per image, columns padded to their widest cell as `kubectl get`
 /// does (three spaces apart; NEXT RUN is `-` for kinds other than CronJob), then footnotes
 /// for `*` rows and for what was not read, and a summary line.
@@ -355,6 +366,16 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
             text(&r),
             "audited 0 workloads, 0 images: 0 pullable, 0 not; 0 skipped (exit 0)\n"
         );
+    }
+
+    #[test]
+    fn the_yaml_document_is_the_json_document() {
+        let r = report();
+        let from_yaml: serde_json::Value =
+            serde_saphyr::from_str(&yaml(&r).unwrap()).unwrap();
+        let from_json: serde_json::Value = serde_json::from_str(&json(&r).unwrap()).unwrap();
+        assert_eq!(from_yaml, from_json);
+        assert!(yaml(&r).unwrap().starts_with("schema_version: 1\nexit_code: 11\n"));
     }
 
     #[test]

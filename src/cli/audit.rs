@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::args::{ApiServerArgs, Output, RegistryArgs, is_dns_label};
+use super::args::{ApiServerArgs, RegistryArgs, is_dns_label};
 use super::plan::{list_or_default, seconds};
 use super::{CliError, UsageError};
 use crate::audit::{Pass, Progress};
@@ -24,8 +24,21 @@ Examples:
   pullcheck audit                            # the current context's namespace
   pullcheck audit -A                         # every namespace
   pullcheck audit -n team-a -o json | jq '.workloads[] | select(.images[].exit_code > 0)'
+  pullcheck audit -A -o yaml                 # the same document as YAML
+  pullcheck audit -o json | jq '.workloads[] | select(.kind == \"CronJob\") | .next_run'
   pullcheck audit --context prod -A --progress
   kubectl pullcheck audit -A                 # the same, as a kubectl plugin";
+
+/// `pullcheck audit -o`: the other commands' formats plus YAML, as `kubectl get -o yaml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AuditOutput {
+    /// The table.
+    Text,
+    /// The JSON document (docs/audit.md).
+    Json,
+    /// The same document as YAML.
+    Yaml,
+}
 
 /// The namespace kubectl uses when the context names none.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -102,9 +115,9 @@ stderr. Shown anyway when stderr is a terminal."
     pub progress: bool,
 
     /// Output format, on stdout.
-    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = Output::Text, help_heading = "Output",
-        long_help = "text: a table like kubectl get (NAMESPACE, KIND/NAME, CONTAINER, IMAGE, VERDICT, REASON) and a summary. json: {\"schema_version\":1,\"exit_code\":N,\"workloads\":[…]} (docs/audit.md).")]
-    pub output: Output,
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT", default_value_t = AuditOutput::Text, help_heading = "Output",
+        long_help = "text: a table like kubectl get (NAMESPACE, KIND/NAME, CONTAINER, IMAGE, NEXT RUN, VERDICT, REASON) and a summary. json: {\"schema_version\":1,\"exit_code\":N,\"workloads\":[…]} (docs/audit.md). yaml: the same document as YAML.")]
+    pub output: AuditOutput,
 }
 
 impl AuditArgs {
@@ -219,18 +232,29 @@ pub(crate) async fn run(a: AuditArgs) -> Result<u8, CliError> {
             let line = format!("{e}{hint}");
             eprintln!("pullcheck: {line}");
             let code = super::watch::api_failure_code(&e.source);
-            if a.output == Output::Json {
-                return super::print_result(&super::json_error(code, &line), code);
+            match a.output {
+                AuditOutput::Json => {
+                    return super::print_result(&super::json_error(code, &line), code);
+                }
+                AuditOutput::Yaml => {
+                    let doc: serde_json::Value =
+                        serde_json::from_str(&super::json_error(code, &line))
+                            .map_err(|e| CliError::Internal(e.to_string()))?;
+                    let text = crate::k8s::yaml::to_yaml(&doc)
+                        .map_err(|e| CliError::Internal(e.to_string()))?;
+                    return super::print_result(&text, code);
+                }
+                AuditOutput::Text => return Ok(code),
             }
-            return Ok(code);
         }
     };
     for n in &notes {
         eprintln!("pullcheck: {n}");
     }
     let text = match a.output {
-        Output::Json => crate::audit::report::json(&report)?,
-        Output::Text => crate::audit::report::text(&report),
+        AuditOutput::Json => crate::audit::report::json(&report)?,
+        AuditOutput::Yaml => crate::audit::report::yaml(&report).map_err(CliError::Internal)?,
+        AuditOutput::Text => crate::audit::report::text(&report),
     };
     super::print_result(&text, report.exit_code)
 }

@@ -242,7 +242,7 @@ impl Command {
             Command::Scan(a) => a.output == args::Output::Json,
             Command::Lint(a) => a.output == lint::LintOutput::Json,
             Command::Watch(a) => a.output == args::Output::Json,
-            Command::Audit(a) => a.output == args::Output::Json,
+            Command::Audit(a) => a.output == audit::AuditOutput::Json,
             Command::Inject(_) | Command::Webhook(_) | Command::Completion { .. } => false,
         }
     }
