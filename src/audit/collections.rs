@@ -56,6 +56,23 @@ impl Collection {
     }
 }
 
+/// The template table the audit reads: the built-in kinds, the long-running workloads, and
+/// Kueue's Workload (`kueue.x-k8s.io`, every version: v0.19.2's CRD serves `v1beta2`, its
+/// storage version, and `v1beta1`, with `spec.podSets[*].template` in both). The Workload
+/// row is the audit's only: the webhook and `inject` never change a Workload, Kueue makes it
+/// from its job.
+pub(crate) fn audit_table() -> Table {
+    let mut table = Table::builtin().with_workloads();
+    table.extend(vec![crate::k8s::templates::KindEntry {
+        api_version: "kueue.x-k8s.io".into(),
+        kind: "Workload".into(),
+        pod_template_paths: vec!["spec.podSets[*].template".into()],
+        job_spec_path: None,
+        run_policy_path: None,
+    }]);
+    table
+}
+
 /// The collections of `table`'s kinds, in the order they are listed: the table's, one per
 /// (group, version, kind).
 ///
@@ -159,7 +176,7 @@ mod tests {
 
     #[test]
     fn every_builtin_kind_and_workload_is_one_collection() {
-        let got: Vec<String> = collections(&Table::builtin().with_workloads())
+        let got: Vec<String> = collections(&audit_table())
             .iter()
             .map(|c| {
                 format!(
@@ -170,7 +187,7 @@ mod tests {
             })
             .collect();
         // The resource names as the API serves them (k8s.io/api, the training-operator,
-        // mpi-operator and JobSet CRDs).
+        // mpi-operator, JobSet and Kueue CRDs).
         assert_eq!(
             got,
             [
@@ -189,6 +206,7 @@ mod tests {
                 "apps/v1 statefulsets.apps",
                 "apps/v1 daemonsets.apps",
                 "apps/v1 replicasets.apps",
+                "kueue.x-k8s.io/* workloads.kueue.x-k8s.io",
             ]
         );
     }

@@ -33,9 +33,7 @@ use crate::webhook::platforms::template_platforms;
 use crate::webhook::review::{Checked, ImageCheck, SecretAccess};
 use collections::{Collection, Listed};
 use platforms::ClusterPlatforms;
-use report::{
-    CredentialsNote, ForbiddenList, ImageRow, NextRun, Report, SkippedRow, WorkloadRow,
-};
+use report::{CredentialsNote, ForbiddenList, ImageRow, NextRun, Report, SkippedRow, WorkloadRow};
 
 /// Workloads resolved at once (each resolves its own images `--concurrency` at a time,
 /// and the verdict cache coalesces the same image asked twice).
@@ -145,7 +143,7 @@ pub(crate) async fn run(
     let mut notes = Vec::new();
     let cluster = ClusterPlatforms::choose(nodes(pass.client).await?.as_deref());
     notes.push(Note::Platforms(cluster.clone()));
-    let table = Table::builtin().with_workloads();
+    let table = collections::audit_table();
     let mut objects = Vec::new();
     let mut unread = Unread::default();
     for c in collections::collections(&table) {
@@ -256,9 +254,7 @@ fn next_run(cron_job: &Value, now: jiff::Timestamp) -> NextRun {
     let Some(spec) = text("/spec/schedule") else {
         return NextRun::Unknown("no spec.schedule".into());
     };
-    match schedule::Schedule::parse(spec, text("/spec/timeZone"))
-        .and_then(|s| s.next(now, last))
-    {
+    match schedule::Schedule::parse(spec, text("/spec/timeZone")).and_then(|s| s.next(now, last)) {
         Ok(t) => NextRun::At(t),
         Err(e) => NextRun::Unknown(e.to_string()),
     }
@@ -364,10 +360,16 @@ fn dedupe(objects: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
-/// The objects to audit, and the ones left out with why ([`select::skip_reason`]).
+/// The objects to audit, and the ones left out with why ([`select::skip_reason`]; a
+/// Workload whose owner was read is that owner's copy, [`select::owned_workload`]).
 fn select_all(objects: Vec<Value>) -> (Vec<Workload>, Vec<SkippedRow>) {
     let mut audit = Vec::new();
     let mut skipped = Vec::new();
+    let uids: std::collections::HashSet<String> = objects
+        .iter()
+        .filter_map(|o| o.pointer("/metadata/uid").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
     for object in objects {
         let kind = object
             .get("kind")
@@ -375,7 +377,12 @@ fn select_all(objects: Vec<Value>) -> (Vec<Workload>, Vec<SkippedRow>) {
             .unwrap_or_default()
             .to_string();
         let (namespace, name) = namespace_and_name(&object);
-        match select::skip_reason(&kind, &object) {
+        let reason = select::skip_reason(&kind, &object).or_else(|| {
+            (kind == "Workload")
+                .then(|| select::owned_workload(&object, &uids))
+                .flatten()
+        });
+        match reason {
             Some(reason) => skipped.push(SkippedRow {
                 namespace,
                 kind,

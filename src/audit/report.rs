@@ -208,9 +208,10 @@ pub(crate) fn text(report: &Report) -> String {
                 printable(&format!("{}/{}", w.kind, w.name)).into_owned(),
                 printable(&i.container).into_owned(),
                 printable(&i.image).into_owned(),
-                w.next_run
-                    .as_ref()
-                    .map_or_else(|| "-".to_string(), |n| printable(&n.to_string()).into_owned()),
+                w.next_run.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |n| printable(&n.to_string()).into_owned(),
+                ),
                 format!("{}{star}", i.verdict),
                 reason,
             ]);
@@ -237,7 +238,11 @@ pub(crate) fn text(report: &Report) -> String {
         out.push_str("* checked anonymously: the pull secrets of its pods may not be read (403)\n");
     }
     if !report.forbidden.is_empty() {
-        let names: Vec<String> = report.forbidden.iter().map(ForbiddenList::resource).collect();
+        let names: Vec<String> = report
+            .forbidden
+            .iter()
+            .map(ForbiddenList::resource)
+            .collect();
         let _ = writeln!(
             out,
             "not read, listing refused (403): {} (the result is incomplete)",
@@ -325,7 +330,10 @@ mod tests {
                 name: "nightly-1".into(),
                 reason: SkipReason::Mirror,
             }],
-            unserved: vec!["jobsets.jobset.x-k8s.io".into(), "tfjobs.kubeflow.org".into()],
+            unserved: vec![
+                "jobsets.jobset.x-k8s.io".into(),
+                "tfjobs.kubeflow.org".into(),
+            ],
             forbidden: vec![ForbiddenList {
                 group: "batch".into(),
                 plural: "jobs".into(),
@@ -371,11 +379,14 @@ audited 2 workloads, 3 images: 1 pullable, 2 not; 1 skipped (exit 11)
     #[test]
     fn the_yaml_document_is_the_json_document() {
         let r = report();
-        let from_yaml: serde_json::Value =
-            serde_saphyr::from_str(&yaml(&r).unwrap()).unwrap();
+        let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml(&r).unwrap()).unwrap();
         let from_json: serde_json::Value = serde_json::from_str(&json(&r).unwrap()).unwrap();
         assert_eq!(from_yaml, from_json);
-        assert!(yaml(&r).unwrap().starts_with("schema_version: 1\nexit_code: 11\n"));
+        assert!(
+            yaml(&r)
+                .unwrap()
+                .starts_with("schema_version: 1\nexit_code: 11\n")
+        );
     }
 
     #[test]

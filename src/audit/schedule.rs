@@ -75,6 +75,8 @@ fn zone(name: &str) -> Result<TimeZone, ScheduleError> {
     if name == "UTC" {
         return Ok(TimeZone::UTC);
     }
+    // Built without the `tzdb` feature the database is empty: every name but UTC is
+    // refused here, with this same error.
     jiff::tz::db()
         .get(name)
         .map_err(|_| ScheduleError::Zone(name.to_string()))
@@ -82,7 +84,10 @@ fn zone(name: &str) -> Result<TimeZone, ScheduleError> {
 
 impl Schedule {
     /// Parse `schedule` with `time_zone` (`spec.timeZone`), as the controller does.
-    pub(crate) fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Schedule, ScheduleError> {
+    pub(crate) fn parse(
+        schedule: &str,
+        time_zone: Option<&str>,
+    ) -> Result<Schedule, ScheduleError> {
         let syntax = |why: String| ScheduleError::Syntax {
             schedule: schedule.to_string(),
             why,
@@ -133,7 +138,11 @@ impl Schedule {
     /// The first scheduled time after `now`. `last` is the last scheduled run
     /// (`status.lastScheduleTime`, else the CronJob's `creationTimestamp`): only `@every`
     /// counts from it.
-    pub(crate) fn next(&self, now: Timestamp, last: Option<Timestamp>) -> Result<Timestamp, ScheduleError> {
+    pub(crate) fn next(
+        &self,
+        now: Timestamp,
+        last: Option<Timestamp>,
+    ) -> Result<Timestamp, ScheduleError> {
         match &self.when {
             When::Every(delay) => {
                 let start = last.unwrap_or(now);
@@ -169,14 +178,28 @@ struct Bounds {
     names: &'static [&'static str],
 }
 
-const MINUTE: Bounds = Bounds { min: 0, max: 59, names: &[] };
-const HOUR: Bounds = Bounds { min: 0, max: 23, names: &[] };
-const DOM: Bounds = Bounds { min: 1, max: 31, names: &[] };
+const MINUTE: Bounds = Bounds {
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOUR: Bounds = Bounds {
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DOM: Bounds = Bounds {
+    min: 1,
+    max: 31,
+    names: &[],
+};
 /// Names from 1 (`jan`).
 const MONTH: Bounds = Bounds {
     min: 1,
     max: 12,
-    names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+    names: &[
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ],
 };
 /// Names from 0 (`sun`).
 const DOW: Bounds = Bounds {
@@ -191,7 +214,9 @@ fn all(b: Bounds) -> u64 {
 }
 
 fn bits(start: u32, end: u32, step: u32) -> u64 {
-    (start..=end).step_by(step as usize).fold(0, |acc, v| acc | 1 << v)
+    (start..=end)
+        .step_by(step as usize)
+        .fold(0, |acc, v| acc | 1 << v)
 }
 
 fn descriptor(spec: &str) -> Result<When, String> {
@@ -258,16 +283,23 @@ fn range(expr: &str, b: Bounds) -> Result<u64, String> {
         }
     };
     if start < b.min {
-        return Err(format!("beginning of range ({start}) below minimum ({})", b.min));
+        return Err(format!(
+            "beginning of range ({start}) below minimum ({})",
+            b.min
+        ));
     }
     if end > b.max {
         return Err(format!("end of range ({end}) above maximum ({})", b.max));
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end})"));
+        return Err(format!(
+            "beginning of range ({start}) beyond end of range ({end})"
+        ));
     }
     if step == 0 {
-        return Err(format!("step of range should be a positive number: {expr:?}"));
+        return Err(format!(
+            "step of range should be a positive number: {expr:?}"
+        ));
     }
     Ok(bits(start, end, step) | extra)
 }
@@ -334,9 +366,16 @@ fn at(t: &Zoned, dt: DateTime) -> Option<Zoned> {
 /// a month is March 3rd), at the same wall time.
 fn add_date(t: &Zoned, months: i32, days: i64) -> Option<Zoned> {
     let total = t.year() as i32 * 12 + (t.month() as i32 - 1) + months;
-    let first = Date::new(total.div_euclid(12) as i16, (total.rem_euclid(12) + 1) as i8, 1).ok()?;
+    let first = Date::new(
+        total.div_euclid(12) as i16,
+        (total.rem_euclid(12) + 1) as i8,
+        1,
+    )
+    .ok()?;
     let date = first
-        .checked_add(SignedDuration::from_hours(24 * (i64::from(t.day()) - 1 + days)))
+        .checked_add(SignedDuration::from_hours(
+            24 * (i64::from(t.day()) - 1 + days),
+        ))
         .ok()?;
     at(t, date.to_datetime(t.time()))
 }
@@ -377,7 +416,12 @@ fn next_fields(now: Zoned, [minute, hour, dom, month, dow]: [u64; 5]) -> Option<
         while month & (1 << t.month()) == 0 {
             if !added {
                 added = true;
-                t = at(&t, t.date().first_of_month().to_datetime(jiff::civil::Time::midnight()))?;
+                t = at(
+                    &t,
+                    t.date()
+                        .first_of_month()
+                        .to_datetime(jiff::civil::Time::midnight()),
+                )?;
             }
             t = add_date(&t, 1, 0)?;
             if t.month() == 1 {

@@ -25,6 +25,8 @@ pub(crate) enum JobEnd {
     Complete,
     /// `type: Failed`.
     Failed,
+    /// A Kueue Workload's `type: Finished`.
+    Finished,
 }
 
 /// Why an object is not audited.
@@ -74,6 +76,9 @@ pub(crate) fn skip_reason(kind: &str, obj: &Value) -> Option<SkipReason> {
         // the annotation is the more telling reason.
         "Pod" if annotation(obj, MIRROR_ANNOTATION).is_some() => Some(SkipReason::Mirror),
         "Pod" | "ReplicaSet" => owner(obj, |_| true),
+        "Workload" => condition_true(obj, "Finished").then_some(SkipReason::Finished {
+            condition: JobEnd::Finished,
+        }),
         _ => None,
     }
 }
@@ -90,6 +95,34 @@ fn owner(obj: &Value, pick: impl Fn(&Value) -> bool) -> Option<SkipReason> {
         owner_kind: field("kind"),
         owner_name: field("name"),
     })
+}
+
+/// A Kueue Workload made for a job the audit read (an ownerReference whose UID is among
+/// `read`): Kueue copies the job's pod templates into the Workload's pod sets, so the job
+/// is audited and the Workload skipped as its copy. A Workload whose owner was not read
+/// (a kind the audit doesn't know, a list refused) is audited: its pod sets are then the
+/// only templates there are.
+pub(crate) fn owned_workload(
+    obj: &Value,
+    read: &std::collections::HashSet<String>,
+) -> Option<SkipReason> {
+    owner(obj, |o| {
+        o.get("uid")
+            .and_then(Value::as_str)
+            .is_some_and(|u| read.contains(u))
+    })
+}
+
+/// A condition of `obj`'s `status.conditions` with this type and status `True`.
+fn condition_true(obj: &Value, kind: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(kind)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {

@@ -16,7 +16,7 @@ fn names(w: &[Workload]) -> Vec<String> {
 #[test]
 fn an_object_listed_under_two_versions_is_audited_once() {
     let objects = dedupe(fixture());
-    assert_eq!(objects.len(), 11);
+    assert_eq!(objects.len(), 14);
     let mpi: Vec<&str> = objects
         .iter()
         .filter(|o| o["kind"] == "MPIJob")
@@ -42,6 +42,7 @@ fn the_workloads_audited_and_the_ones_left_out_with_why() {
             "team-b/ReplicaSet/orphan",
             "team-b/Pod/debug",
             "team-a/MPIJob/allreduce",
+            "team-a/Workload/raw",
         ]
     );
     let why: Vec<String> = skipped
@@ -56,22 +57,24 @@ fn the_workloads_audited_and_the_ones_left_out_with_why() {
             "team-b/ReplicaSet/web-5d8f: owned by Deployment/web",
             "team-b/Pod/web-5d8f-abcde: owned by ReplicaSet/web-5d8f",
             "kube-system/Pod/etcd-node1: mirror pod",
+            "team-a/Workload/job-queued-1a2b: owned by Job/queued",
+            "team-a/Workload/ended: finished (Finished)",
         ]
     );
 }
 
 #[test]
 fn the_census_counts_templates_and_distinct_pulled_images() {
-    let table = Table::builtin().with_workloads();
+    let table = collections::audit_table();
     let (audit, _) = select_all(dedupe(fixture()));
-    // Templates: CronJob 1, Job 1, Deployment 1, ReplicaSet 1, Pod 1, MPIJob 2.
-    // Images pulled: etl, fetch, web, orphan, toolbox, mpi (local is Never, etl twice).
-    assert_eq!(census(&audit, &table), (7, 6));
+    // Templates: CronJob 1, Job 1, Deployment 1, ReplicaSet 1, Pod 1, MPIJob 2, Workload 2.
+    // Images pulled: etl, fetch, web, orphan, toolbox, mpi, raw (local is Never, etl twice).
+    assert_eq!(census(&audit, &table), (9, 7));
     let uses: Vec<usize> = audit
         .iter()
         .map(|w| pulled_images(&w.object, &table))
         .collect();
-    assert_eq!(uses, [1, 2, 1, 1, 1, 2]);
+    assert_eq!(uses, [1, 2, 1, 1, 1, 2, 2]);
 }
 
 #[test]
@@ -152,12 +155,32 @@ fn collection(group: &str, version: &str, plural: &str) -> Collection {
 #[test]
 fn a_resource_is_unserved_only_when_no_version_of_it_is_served() {
     let mut u = Unread::default();
-    u.add(&collection("kubeflow.org", "v1", "tfjobs"), &Listed::NotServed, Some("a"));
-    u.add(&collection("kubeflow.org", "v1", "mpijobs"), &Listed::Objects(vec![]), Some("a"));
-    u.add(&collection("kubeflow.org", "v2beta1", "mpijobs"), &Listed::NotServed, Some("a"));
-    u.add(&collection("batch", "v1", "jobs"), &Listed::Forbidden, Some("a"));
+    u.add(
+        &collection("kubeflow.org", "v1", "tfjobs"),
+        &Listed::NotServed,
+        Some("a"),
+    );
+    u.add(
+        &collection("kubeflow.org", "v1", "mpijobs"),
+        &Listed::Objects(vec![]),
+        Some("a"),
+    );
+    u.add(
+        &collection("kubeflow.org", "v2beta1", "mpijobs"),
+        &Listed::NotServed,
+        Some("a"),
+    );
+    u.add(
+        &collection("batch", "v1", "jobs"),
+        &Listed::Forbidden,
+        Some("a"),
+    );
     u.add(&collection("", "v1", "pods"), &Listed::Forbidden, Some("a"));
-    u.add(&collection("apps", "v1", "deployments"), &Listed::NotServed, Some("a"));
+    u.add(
+        &collection("apps", "v1", "deployments"),
+        &Listed::NotServed,
+        Some("a"),
+    );
     let (unserved, forbidden) = u.finish();
     assert_eq!(unserved, ["deployments.apps", "tfjobs.kubeflow.org"]);
     let names: Vec<String> = forbidden.iter().map(ForbiddenList::resource).collect();

@@ -20,15 +20,33 @@ const THU: &str = "2026-12-03T12:00:00Z";
 
 #[test]
 fn five_fields_in_utc() {
-    assert_eq!(next("0 3 * * *", None, "2026-12-03T14:00:00Z"), "2026-12-04T03:00:00Z");
-    assert_eq!(next("*/15 * * * *", None, "2026-12-03T14:07:30Z"), "2026-12-03T14:15:00Z");
+    assert_eq!(
+        next("0 3 * * *", None, "2026-12-03T14:00:00Z"),
+        "2026-12-04T03:00:00Z"
+    );
+    assert_eq!(
+        next("*/15 * * * *", None, "2026-12-03T14:07:30Z"),
+        "2026-12-03T14:15:00Z"
+    );
     // On the minute: strictly after now.
-    assert_eq!(next("0 3 * * *", None, "2026-12-04T03:00:00Z"), "2026-12-05T03:00:00Z");
+    assert_eq!(
+        next("0 3 * * *", None, "2026-12-04T03:00:00Z"),
+        "2026-12-05T03:00:00Z"
+    );
     // N/STEP is N-max/STEP: 50 and 55 past.
-    assert_eq!(next("50/5 * * * *", None, "2026-12-03T14:51:00Z"), "2026-12-03T14:55:00Z");
+    assert_eq!(
+        next("50/5 * * * *", None, "2026-12-03T14:51:00Z"),
+        "2026-12-03T14:55:00Z"
+    );
     // Names, any case: Monday January 4th 2027.
-    assert_eq!(next("0 12 * jan,FEB mon", None, THU), "2027-01-04T12:00:00Z");
-    assert_eq!(next("0 12 * * MON-fri", None, "2026-12-05T00:00:00Z"), "2026-12-07T12:00:00Z");
+    assert_eq!(
+        next("0 12 * jan,FEB mon", None, THU),
+        "2027-01-04T12:00:00Z"
+    );
+    assert_eq!(
+        next("0 12 * * MON-fri", None, "2026-12-05T00:00:00Z"),
+        "2026-12-07T12:00:00Z"
+    );
 }
 
 #[test]
@@ -45,7 +63,10 @@ fn both_day_fields_restricted_match_either_a_star_makes_them_match_both() {
 
 #[test]
 fn descriptors() {
-    assert_eq!(next("@hourly", None, "2026-12-03T14:20:00Z"), "2026-12-03T15:00:00Z");
+    assert_eq!(
+        next("@hourly", None, "2026-12-03T14:20:00Z"),
+        "2026-12-03T15:00:00Z"
+    );
     assert_eq!(next("@daily", None, THU), "2026-12-04T00:00:00Z");
     assert_eq!(next("@midnight", None, THU), "2026-12-04T00:00:00Z");
     assert_eq!(next("@weekly", None, THU), "2026-12-06T00:00:00Z");
@@ -80,17 +101,29 @@ fn time_zones_from_the_spec_or_the_schedule() {
     );
     // New York in December is UTC-5: Monday the 7th, 09:30 EST.
     assert_eq!(
-        next("30 9 * * 1-5", Some("America/New_York"), "2026-12-05T12:00:00Z"),
+        next(
+            "30 9 * * 1-5",
+            Some("America/New_York"),
+            "2026-12-05T12:00:00Z"
+        ),
         "2026-12-07T14:30:00Z"
     );
     // A zone in the schedule: Berlin in December is UTC+1.
     assert_eq!(
-        next("CRON_TZ=Europe/Berlin 0 8 * * *", None, "2026-12-03T14:00:00Z"),
+        next(
+            "CRON_TZ=Europe/Berlin 0 8 * * *",
+            None,
+            "2026-12-03T14:00:00Z"
+        ),
         "2026-12-04T07:00:00Z"
     );
     // A schedule that names its zone keeps it, whatever spec.timeZone says.
     assert_eq!(
-        next("TZ=UTC 0 8 * * *", Some("Asia/Tokyo"), "2026-12-03T14:00:00Z"),
+        next(
+            "TZ=UTC 0 8 * * *",
+            Some("Asia/Tokyo"),
+            "2026-12-03T14:00:00Z"
+        ),
         "2026-12-04T08:00:00Z"
     );
 }
@@ -100,12 +133,20 @@ fn a_wall_time_skipped_by_dst_is_skipped_that_day() {
     // 2027-03-14 02:30 doesn't exist in New York (clocks go 02:00 EST -> 03:00 EDT): the
     // next 02:30 is on the 15th, EDT (UTC-4).
     assert_eq!(
-        next("30 2 * * *", Some("America/New_York"), "2027-03-13T12:00:00Z"),
+        next(
+            "30 2 * * *",
+            Some("America/New_York"),
+            "2027-03-13T12:00:00Z"
+        ),
         "2027-03-15T06:30:00Z"
     );
     // 01:30 happens twice on 2027-11-07 (EDT, then EST): the first.
     assert_eq!(
-        next("30 1 * * *", Some("America/New_York"), "2027-11-07T04:00:00Z"),
+        next(
+            "30 1 * * *",
+            Some("America/New_York"),
+            "2027-11-07T04:00:00Z"
+        ),
         "2027-11-07T05:30:00Z"
     );
 }

@@ -155,6 +155,21 @@ fn objects(i: &Images) {
     create(&json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "orphan-x", "labels": {"app": "orphan"}, "ownerReferences": [orphan]},
         "spec": always(&i.present)}));
+    // Kueue's Workloads: one Kueue made for the Job `queued` (its copy: skipped), one of no
+    // job the audit reads (audited).
+    let queued = owner("batch/v1", "Job", "queued");
+    let podset =
+        |image: &str| json!({"name": "main", "count": 1, "template": {"spec": spec(image)}});
+    create(
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-queued-1", "ownerReferences": [queued]},
+        "spec": {"queueName": "team", "podSets": [podset(&i.present)]}}),
+    );
+    create(
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "raw"},
+        "spec": {"queueName": "team", "podSets": [podset(&i.gone)]}}),
+    );
     let mut private = spec(&i.private);
     private["imagePullSecrets"] = json!([{"name": "regcred"}]);
     create(
@@ -172,7 +187,7 @@ fn restricted_token(dir: &tempfile::TempDir) -> PathBuf {
             {"apiGroups": [""], "resources": ["pods", "serviceaccounts"], "verbs": ["get", "list"]},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"], "verbs": ["list"]},
-            {"apiGroups": ["kubeflow.org", "jobset.x-k8s.io"], "resources": ["*"], "verbs": ["list"]}]});
+            {"apiGroups": ["kubeflow.org", "jobset.x-k8s.io", "kueue.x-k8s.io"], "resources": ["*"], "verbs": ["list"]}]});
     kubectl_ok(&["apply", "-f", "-"], Some(&role.to_string()));
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "auditor", "namespace": NS},
@@ -238,6 +253,7 @@ fn skipped() -> Value {
         {"namespace": NS, "kind": "Job", "name": "nightly-manual", "reason": "owned", "owner_kind": "CronJob", "owner_name": "nightly"},
         {"namespace": NS, "kind": "Pod", "name": "orphan-x", "reason": "owned", "owner_kind": "ReplicaSet", "owner_name": "orphan"},
         {"namespace": NS, "kind": "ReplicaSet", "name": "web-1", "reason": "owned", "owner_kind": "Deployment", "owner_name": "web"},
+        {"namespace": NS, "kind": "Workload", "name": "job-queued-1", "reason": "owned", "owner_kind": "Job", "owner_name": "queued"},
     ])
 }
 
@@ -309,6 +325,17 @@ fn workloads(i: &Images, private: Value) -> Value {
             "StatefulSet",
             "db",
             vec![image("main", &i.multi, "pullable", 0, "manifest found")]
+        ),
+        workload(
+            "Workload",
+            "raw",
+            vec![image(
+                "main",
+                &i.gone,
+                "not_found",
+                11,
+                &not_found("docker/app", "v9")
+            )]
         ),
     ])
 }
@@ -391,6 +418,7 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
     );
     let i = images();
     super::install_crds();
+    super::kueue::crds();
     objects(&i);
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (scripts/apiserver-e2e.sh)");
     let admin = audit(&[], &[("KUBECONFIG", &kubeconfig)]);
@@ -422,6 +450,12 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         "stderr:\n{}",
         text.stderr
     );
+
+    // -o yaml: the same document.
+    let yaml = audit_as("yaml", &[], &[("KUBECONFIG", &kubeconfig)]);
+    yaml.assert_code(11);
+    let doc: Value = serde_saphyr::from_str(&yaml.stdout).unwrap();
+    assert_eq!(doc, admin.json(), "stderr:\n{}", yaml.stderr);
 
     // Under a Role that may not read Secrets nor list Nodes.
     let dir = support::temp_dir();
@@ -505,6 +539,7 @@ fn audit_names_the_workloads_whose_next_pod_would_fail_and_skips_copies_and_fini
         ("apps", "statefulsets"),
         ("apps", "daemonsets"),
         ("apps", "replicasets"),
+        ("kueue.x-k8s.io", "workloads"),
     ];
     let forbidden: Vec<Value> = refused
         .iter()

@@ -36,8 +36,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Kueue's CRDs, applied once.
-fn crds() {
+/// Kueue's CRDs, applied once (the audit's tests read Workloads too).
+pub(super) fn crds() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let dir = std::env::var("PULLCHECK_KUEUE_CRDS")
