@@ -224,6 +224,32 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_is_skipped_as_a_copy_only_when_its_owner_was_read() {
+        let read: std::collections::HashSet<String> = ["u".to_string()].into();
+        // `owned` gives the owner uid "u".
+        assert_eq!(
+            owned_workload(&owned("Job", "train", true), &read),
+            Some(SkipReason::Owned {
+                owner_kind: "Job".into(),
+                owner_name: "train".into()
+            })
+        );
+        // An owner the audit did not read (a RayJob, a kind refused): the Workload's pod
+        // sets are the only templates there are.
+        assert_eq!(
+            owned_workload(&owned("RayJob", "r", true), &Default::default()),
+            None
+        );
+        let finished = json!({"status": {"conditions": [{"type": "Finished", "status": "True"}]}});
+        assert_eq!(
+            skip_reason("Workload", &finished).unwrap().to_string(),
+            "finished (Finished)"
+        );
+        let admitted = json!({"status": {"conditions": [{"type": "Finished", "status": "False"}]}});
+        assert_eq!(skip_reason("Workload", &admitted), None);
+    }
+
+    #[test]
     fn reasons_serialize_with_their_details() {
         let r = SkipReason::Owned {
             owner_kind: "CronJob".into(),
