@@ -159,6 +159,21 @@ pub struct BuiltTemplate {
     pub template: Value,
 }
 
+/// The version of the trainer's kinds that v2.3.0 serves.
+pub const TRAINER_VERSION: &str = "v1alpha1";
+
+/// True for a Kubeflow Trainer v2 `TrainJob` (`trainer.kubeflow.org`, any version).
+pub fn is_train_job(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("TrainJob")
+        && obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|a| {
+                a.strip_prefix(TRAINER_GROUP)
+                    .is_some_and(|v| v.starts_with('/'))
+            })
+}
+
 /// The runtime a TrainJob names, with the CRD defaults for an unset group or kind.
 pub fn runtime_ref(train_job: &Value) -> Result<RuntimeRef, TrainJobError> {
     let r = train_job.pointer("/spec/runtimeRef");
