@@ -12,7 +12,7 @@
 //!    `mergeRuntimePatches`: a strategic merge patch of the JobSet spec, replicatedJobs
 //!    matched by `name`, the runtime's order kept). Of a patch's pod spec
 //!    (`PodSpecPatch` in `pkg/apis/trainer/v1alpha1/trainjob_types.go`) only the fields that
-//!    decide a pull are applied: `volumes` (merged by name, so an image volume can be added
+//!    decide a pull are applied: `volumes` (merged by name, field by field, so an image volume can be added
 //!    or replaced), `imagePullSecrets` (merged by name), `serviceAccountName` (whose pull
 //!    secrets apply when the template lists none), `nodeSelector` and `affinity` (the
 //!    platforms a pod can land on). A patch can't set a container image: `ContainerPatch`
@@ -286,7 +286,7 @@ fn pod_spec_patches(train_job: &Value) -> Vec<(&str, &Map<String, Value>)> {
 
 /// Apply the pull-relevant fields of one PodSpecPatch to a pod template, with the strategic
 /// merge rules of core/v1 `PodSpec`: `volumes` and `imagePullSecrets` merge by `name`
-/// (a volume of the same name is replaced by the patch's, `retainKeys`), `nodeSelector`
+/// (a volume of the same name is merged with the patch's), `nodeSelector`
 /// merges key by key, `affinity` merges field by field (its lists are replaced), and
 /// `serviceAccountName` is replaced.
 fn apply_pod_spec_patch(template: &mut Value, patch: &Map<String, Value>) {
@@ -313,9 +313,10 @@ fn apply_pod_spec_patch(template: &mut Value, patch: &Map<String, Value>) {
     }
 }
 
-/// Merge `items` into `spec[list]` by `name`: an item of a name already there replaces it
-/// in place (`retainKeys`: the patch's keys are what the entry keeps), a new name is
-/// appended.
+/// Merge `items` into `spec[list]` by `name`: an item of a name already there is merged
+/// into it field by field ([`deep_merge`]; the trainer's patch is plain JSON with no
+/// `$retainKeys` directive, so the runtime's other fields, an image volume's `pullPolicy`
+/// among them, stay), a new name is appended.
 fn merge_by_name(spec: &mut Map<String, Value>, list: &str, items: &[Value]) {
     let slot = spec.entry(list).or_insert_with(|| Value::Array(Vec::new()));
     if !slot.is_array() {
@@ -330,7 +331,7 @@ fn merge_by_name(spec: &mut Map<String, Value>, list: &str, items: &[Value]) {
             .iter_mut()
             .find(|e| name.is_some() && e.get("name").and_then(Value::as_str) == name)
         {
-            Some(e) => *e = item.clone(),
+            Some(e) => deep_merge(e, item),
             None => existing.push(item.clone()),
         }
     }

@@ -183,7 +183,7 @@ fn trainer_image_and_patches_are_applied_where_the_trainer_applies_them() {
     );
     // Trainer step: spec.trainer.image on the `node` container only (not the init
     // container of the same name, not the sidecar); the image volume of the same name
-    // replaced whole (its pullPolicy gone with it), a new one appended.
+    // merged (new reference, the runtime's pullPolicy kept), a new one appended.
     assert_eq!(
         images(&built[2]),
         vec![
@@ -209,7 +209,7 @@ fn trainer_image_and_patches_are_applied_where_the_trainer_applies_them() {
                 Slot::ImageVolume,
                 "weights",
                 "registry.example/models/tuned:v3",
-                None
+                Some("IfNotPresent")
             ),
             row(
                 Slot::ImageVolume,
