@@ -8,7 +8,8 @@
 //! - [`inject`]: adds the `pullcheck` init container (and, with fail-fast, [`policy`]'s
 //!   podFailurePolicy rules);
 //! - [`remove`]: takes out everything `inject` owns (`inject --remove`);
-//! - [`lint`]: the gaps that keep a broken image from failing a workload fast.
+//! - [`lint`]: the gaps that keep a broken image from failing a workload fast;
+//! - [`trainjob`]: the pod templates a Kubeflow Trainer v2 TrainJob gets from its runtime.
 //!
 //! The names `inject`, `policy` and `lint` share (the container name, the transient action,
 //! warnings, the message limit) are defined here, so none of them imports another for them.
@@ -24,6 +25,7 @@ pub(crate) mod policy;
 pub mod registry_config;
 pub mod remove;
 pub mod templates;
+pub mod trainjob;
 pub mod yaml;
 
 /// The pod condition `pullcheck watch` sets on a pod the kubelet can't pull an image for,

@@ -450,7 +450,7 @@ pub(crate) fn unknown_kind_holds(obj: &Value, table: &Table) -> Option<Holds> {
     if table.lookup(obj).is_some() {
         return None;
     }
-    if is_train_job(obj) {
+    if super::trainjob::is_train_job(obj) {
         return Some(Holds::Runtime);
     }
     holds_images(obj)
@@ -476,15 +476,6 @@ pub(crate) fn uncovered_image_place(obj: &Value, table: &Table) -> Option<String
         .into_iter()
         .map(|(at, _)| at)
         .find(|at| !inside(at))
-}
-
-/// True for a Kubeflow Trainer v2 `TrainJob` (`trainer.kubeflow.org`, any version).
-fn is_train_job(obj: &Value) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some("TrainJob")
-        && obj
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|a| a.starts_with("trainer.kubeflow.org/"))
 }
 
 /// `unknown kind API KIND`, the start of every message about such an object.

@@ -55,6 +55,9 @@ impl Images for WebhookImages {
                     Checked::Done(o) => Found::Verdict(o.verdict),
                     Checked::NotVerified(Unchecked::NoTime, _) => Found::NoTime,
                     Checked::NotVerified(Unchecked::Credentials, _) => Found::Credentials,
+                    // Only a TrainJob's admission gives it, never a Kueue pod set; were it
+                    // given, the runtime may be readable next time: ask again.
+                    Checked::NotVerified(Unchecked::Runtime, _) => Found::NoTime,
                 },
             })
             .chain(unreadable)

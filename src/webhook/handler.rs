@@ -7,6 +7,7 @@
 
 mod hand_over;
 mod resolve;
+mod trainjob;
 mod transient;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use super::review::{self, Policy};
 use super::triage::{self, Decoded, Triage, Undecodable, Webhook};
 use crate::engine::Engine;
 use crate::k8s::inject::{InjectOptions, TransientAction};
+use crate::k8s::trainjob::is_train_job;
 use crate::registry::guard::Guard;
 use hand_over::{HAND_OVER_BUDGET, has_metered_images, index_bodies};
 use resolve::resolve;
@@ -147,9 +149,16 @@ pub(crate) async fn admit(
     let (resp, label) = match (triage, object) {
         (Triage::Check, Some(obj)) => match webhook {
             Webhook::Validate => {
-                let (checks, mut notes) =
-                    resolve(state, &obj, &namespace, started, cfg.budget).await;
-                notes.extend(review::lint_notes(&obj, &cfg.table));
+                let (checks, notes) = if is_train_job(&obj) {
+                    // Its pod templates are the runtime's: lint has nothing of the TrainJob's
+                    // own to say (the trainer's JobSet is linted when it is created).
+                    trainjob::resolve_train_job(state, &obj, &namespace, started, cfg.budget).await
+                } else {
+                    let (checks, mut notes) =
+                        resolve(state, &obj, &namespace, started, cfg.budget).await;
+                    notes.extend(review::lint_notes(&obj, &cfg.table));
+                    (checks, notes)
+                };
                 let policy = Policy {
                     mode: cfg.mode,
                     fail_closed: cfg.fail_closed,

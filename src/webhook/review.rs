@@ -68,6 +68,9 @@ pub(crate) enum Unchecked {
     /// A pull secret could not be read or decoded, and the image was not pullable with
     /// the others.
     Credentials,
+    /// A TrainJob's training runtime could not be read (404, 403, timeout) or built from,
+    /// so none of its images is known; the entry names the runtime instead of an image.
+    Runtime,
 }
 
 /// One image use in the object, with its result.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::k8s::inject::skipped;
 use crate::k8s::templates::{Table, pod_templates};
+use crate::k8s::trainjob::is_train_job;
 
 /// Which endpoint is answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,6 +49,9 @@ pub enum Skip {
     ImmutableTemplate,
     /// An UPDATE that leaves every pod template as it was.
     TemplatesUnchanged,
+    /// A Kubeflow Trainer TrainJob on the mutating webhook, or on UPDATE: it is only
+    /// checked at CREATE and never mutated (the trainer builds the JobSet from it).
+    TrainJob,
 }
 
 impl Skip {
@@ -62,6 +66,7 @@ impl Skip {
             Skip::Annotation => "skip_annotation",
             Skip::ImmutableTemplate => "immutable_template",
             Skip::TemplatesUnchanged => "templates_unchanged",
+            Skip::TrainJob => "trainjob",
         }
     }
 }
@@ -122,7 +127,8 @@ pub(crate) fn triage(
     if is_pod(obj) {
         return Triage::Skip(Skip::Pod);
     }
-    if table.lookup(obj).is_none() {
+    let train_job = is_train_job(obj);
+    if table.lookup(obj).is_none() && !train_job {
         return Triage::Skip(Skip::UnknownKind);
     }
     if let Some(owner) = controller_owner(obj) {
@@ -130,6 +136,12 @@ pub(crate) fn triage(
     }
     if skipped(obj) {
         return Triage::Skip(Skip::Annotation);
+    }
+    // Checked at CREATE only: its runtimeRef, trainer and initializer are immutable
+    // (`self == oldSelf` in kubeflow/trainer v2.3.0 `pkg/apis/trainer/v1alpha1/
+    // trainjob_types.go`), and runtimePatches change only while it is suspended.
+    if train_job && (webhook == Webhook::Mutate || matches!(operation, Operation::Update)) {
+        return Triage::Skip(Skip::TrainJob);
     }
     if matches!(operation, Operation::Update) {
         if !template_is_mutable(obj) {
@@ -317,6 +329,8 @@ pub(super) mod tests {
             ("job-delete.json", Validate, Triage::Skip(Skip::NoObject)),
             ("pytorchjob-create.json", Validate, Triage::Check),
             ("jobset-create.json", Validate, Triage::Check),
+            ("trainjob-create.json", Validate, Triage::Check),
+            ("trainjob-create.json", Mutate, Triage::Skip(Skip::TrainJob)),
         ];
         for (file, webhook, want) in cases {
             assert_eq!(&triage_of(file, *webhook), want, "{file} {webhook:?}");

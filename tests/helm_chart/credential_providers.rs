@@ -237,7 +237,10 @@ fn token_requests() {
         "token requests: no ClusterRole grants tokens",
         k.get("ClusterRole") == Some(&1)
             && one(&docs, "ClusterRole")["rules"]
-                == json!([{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}]),
+                == json!([
+                    {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
+                    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes", "clustertrainingruntimes"], "verbs": ["get"]},
+                ]),
         &k,
     );
     let vap = &one(&docs, "ValidatingAdmissionPolicy")["spec"];

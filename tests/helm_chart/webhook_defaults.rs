@@ -293,6 +293,21 @@ fn webhook_entry(c: &mut Checks, label: &str, w: &Value) {
         rule("jobset.x-k8s.io", "jobsets").is_some(),
         &rules,
     );
+    // TrainJobs: validated at CREATE (v1alpha1 only, the version the runtime build follows),
+    // never sent to the mutating webhook.
+    let trainjobs = if label == "validating" {
+        Some(
+            json!({"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"],
+            "resources": ["trainjobs"], "operations": ["CREATE"], "scope": "Namespaced"}),
+        )
+    } else {
+        None
+    };
+    c.eq(
+        &format!("{label}: trainjobs"),
+        rule("trainer.kubeflow.org", "trainjobs").cloned(),
+        trainjobs,
+    );
     c.check(
         &format!("{label}: no pods rule"),
         !rules
@@ -482,9 +497,13 @@ fn default_render() {
         &pdb["spec"],
     );
     c.eq(
-        "ClusterRole reads secrets and serviceaccounts only",
+        "ClusterRole reads secrets, serviceaccounts and Kubeflow Trainer runtimes only",
         &one(&docs, "ClusterRole")["rules"],
-        &json!([{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}]),
+        &json!([
+            {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
+            {"apiGroups": ["trainer.kubeflow.org"],
+             "resources": ["trainingruntimes", "clustertrainingruntimes"], "verbs": ["get"]},
+        ]),
     );
     c.eq(
         "ClusterRoleBinding to the chart's ServiceAccount",

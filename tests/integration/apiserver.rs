@@ -17,7 +17,8 @@
 //!    (paths under /etc/pullcheck mapped to files taken from the stored Secret and
 //!    ConfigMap) plus `--apiserver` with a token of the chart's ServiceAccount: the chart's
 //!    RBAC is what lets it read pull secrets.
-//! 3. Install the PyTorchJob and JobSet CRDs from tests/data/crds.
+//! 3. Install the PyTorchJob and JobSet CRDs from tests/data/crds (`trainjob` installs the
+//!    Kubeflow Trainer ones it needs itself).
 //!
 //! Each test works in its own namespace labeled `pullcheck.io/enabled=true`.
 //! `providers` runs more chart releases, with `credentialProviders` values, the same way.
@@ -31,6 +32,7 @@ mod kubeconfig;
 mod kueue;
 mod providers;
 mod restart_rules;
+mod trainjob;
 mod watch;
 
 use std::io::Write;

@@ -224,6 +224,15 @@ rules:
     resources: ["jobsets"]
     operations: ["CREATE"]
     scope: Namespaced
+  {{- if eq .path "/validate" }}
+  {{- /* Checked at CREATE on its runtime's templates, never mutated: the trainer builds
+         the JobSet from it (docs/webhook.md, TrainJobs). */}}
+  - apiGroups: ["trainer.kubeflow.org"]
+    apiVersions: ["v1alpha1"]
+    resources: ["trainjobs"]
+    operations: ["CREATE"]
+    scope: Namespaced
+  {{- end }}
   {{- range $v.extraKinds }}
   {{- $gv := splitList "/" .apiVersion }}
   {{- if eq (len $gv) 2 }}

@@ -33,6 +33,7 @@ use crate::apiserver::{ApiClient, ApiError, ApiServer};
 use crate::credentials::{DockerConfig, DockerConfigError, Keyring, Secret};
 use crate::k8s::KubernetesVersion;
 use crate::k8s::templates::pull_secret_names;
+use crate::k8s::trainjob::{RuntimeKind, RuntimeRef, TRAINER_GROUP, TRAINER_VERSION};
 
 /// Largest API object read (a Secret is at most 1 MiB).
 const MAX_OBJECT_BYTES: usize = 2 * 1024 * 1024;
@@ -205,6 +206,38 @@ impl Cluster {
         self.metrics
             .cache(crate::webhook::metrics::Cache::Secret, !entry.is_fresh());
         Ok(entry.into_value())
+    }
+
+    /// The Kubeflow Trainer runtime a TrainJob of `namespace` names: a
+    /// ClusterTrainingRuntime cluster-wide, a TrainingRuntime in `namespace`
+    /// (`trainer.kubeflow.org/v1alpha1`); `None` for 404. Not cached: a runtime an admin just
+    /// fixed is read fresh by the next TrainJob.
+    pub(crate) async fn training_runtime(
+        &self,
+        namespace: &str,
+        runtime: &RuntimeRef,
+        deadline: Instant,
+    ) -> Result<Option<Arc<Value>>, ApiError> {
+        let resource = runtime.kind.resource();
+        let url = match runtime.kind {
+            RuntimeKind::Cluster => self.api.url(&[
+                "apis",
+                TRAINER_GROUP,
+                TRAINER_VERSION,
+                resource,
+                &runtime.name,
+            ]),
+            RuntimeKind::Namespaced => self.api.url(&[
+                "apis",
+                TRAINER_GROUP,
+                TRAINER_VERSION,
+                "namespaces",
+                namespace,
+                resource,
+                &runtime.name,
+            ]),
+        };
+        self.fetch(url, deadline).await
     }
 
     /// The credentials for a pod template in `namespace`.

@@ -89,7 +89,9 @@ pub(crate) async fn resolve_pod_templates(
 
 /// The templates and their pulled images, as [`images_to_resolve`] gives them for an
 /// object's own templates: `(template, its JSON pointer)`.
-fn images_of<'a>(templates: &[(&'a Value, &str)]) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
+pub(super) fn images_of<'a>(
+    templates: &[(&'a Value, &str)],
+) -> (Vec<&'a Value>, Vec<ImageToResolve>) {
     let mut images = Vec::new();
     for (index, (template, pointer)) in templates.iter().enumerate() {
         for u in template_images(template, pointer) {
@@ -107,7 +109,7 @@ fn images_of<'a>(templates: &[(&'a Value, &str)]) -> (Vec<&'a Value>, Vec<ImageT
 }
 
 /// The images `pending` of `templates`, resolved within the budget.
-async fn resolve_templates(
+pub(super) async fn resolve_templates(
     state: &WebhookState,
     namespace: &str,
     templates: &[&Value],
