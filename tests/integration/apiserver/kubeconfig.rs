@@ -189,7 +189,7 @@ fn kubectl_pullcheck_watch_once_reads_the_kubeconfig_and_its_exec_plugin() {
     let got: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         got,
-        json!({"schema_version": 1, "pods": [row(ns), row(other)]})
+        json!({"schema_version": 1, "exit_code": 0, "pods": [row(ns), row(other)]})
     );
     assert_eq!(s.runs(), 4);
     // What client-go gives a plugin with provideClusterInfo: the server, the CA as base64
