@@ -146,8 +146,10 @@ got=$(jq -r "$rows" "$work/default.json" 2>/dev/null || true)
 check "kubectl pullcheck audit: the context's namespace (default, empty): exit 0, no workloads ('$got')" \
   [ "$RC/$got" = "0/" ]
 run "$work/ns.txt" user kubectl pullcheck audit -n "$ns" --insecure-registry "$reg"
+# Columns: NAMESPACE KIND/NAME CONTAINER IMAGE NEXT RUN VERDICT REASON (NEXT RUN is one word
+# here: an RFC 3339 time for the CronJob, - for the Deployment).
 check "kubectl pullcheck audit -n $ns: exit 11, the table's rows" \
-  [ "$RC/$(awk 'NR > 1 && NF >= 5 && $1 == "'"$ns"'" {print $2, $5}' "$work/ns.txt" | tr '\n' ';')" = "11/CronJob/nightly not_found;Deployment/web pullable;" ]
+  [ "$RC/$(awk 'NR > 1 && NF >= 6 && $1 == "'"$ns"'" {print $2, $6}' "$work/ns.txt" | tr '\n' ';')" = "11/CronJob/nightly not_found;Deployment/web pullable;" ]
 
 # Completion through kubectl (1.26+ runs kubectl_complete-pullcheck; krew links only `bin`, so
 # the user adds this link, as README says).

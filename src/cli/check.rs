@@ -33,8 +33,8 @@ repo@sha256:…). They are normalized like the kubelet does (docker.io, library/
         long_help = "A file of image references, one a line, or '-' to read them from stdin; \
 repeatable, and combined with IMAGE arguments (those first, then each file in order). Surrounding \
 whitespace is trimmed; blank lines and lines starting with # are skipped. A line with whitespace \
-inside is an error naming the file and line. A path must be a regular file (pipe into -f - \
-otherwise)."
+inside is an error naming the file and line. A path is a regular file or a pipe (-f <(…)), read \
+while it keeps sending; a named pipe silent for 30 s is an error."
     )]
     pub files: Vec<PathBuf>,
 
